@@ -1,0 +1,129 @@
+"""Start-up hook: lets plain ``lm_eval`` find this plugin's tasks and models.
+
+lm-eval 0.4.13 has no plugin entry points for tasks, so the wheel ships a
+``.pth`` file that calls :func:`install` at interpreter start. ``install`` only
+appends a finder to ``sys.meta_path`` (microseconds); nothing of lm-eval is
+imported here. When lm-eval itself later imports ``lm_eval.tasks.manager`` or
+``lm_eval.models``, the finder runs the real module and then
+
+* wraps ``TaskManager.__init__`` so our task folder is searched first (a
+  user's ``--include_path`` comes after it and can still override a task);
+* registers the ``mathjudge-replay`` model as a lazy registry entry.
+
+Set ``MATHJUDGE_NO_AUTOLOAD=1`` to switch this off; ``--include_path`` with
+the folder printed by ``python -m lm_eval_mathjudge tasks-dir`` is the
+explicit fallback. Every step swallows its own errors: a broken plugin must
+never break the interpreter or lm-eval.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+
+OPT_OUT_ENV = "MATHJUDGE_NO_AUTOLOAD"
+REPLAY_MODEL = "mathjudge-replay"
+_TARGETS = ("lm_eval.tasks.manager", "lm_eval.models")
+
+
+def tasks_dir() -> str:
+    """The folder holding the task YAMLs (inside the wheel, or the source tree)."""
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    bundled = os.path.join(pkg, "task_configs")
+    return bundled if os.path.isdir(bundled) else os.path.join(os.path.dirname(pkg), "task_configs")
+
+
+def _patch_task_manager(module) -> None:
+    cls = module.TaskManager
+    original = cls.__init__
+    if getattr(original, "_mathjudge", False):
+        return
+
+    def __init__(self, *args, **kwargs):
+        try:
+            args, kwargs = _add_our_dir(args, kwargs)
+        except Exception:  # never let the hook break lm-eval
+            pass
+        original(self, *args, **kwargs)
+
+    __init__._mathjudge = True  # type: ignore[attr-defined]
+    __init__.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.__init__ = __init__
+
+
+def _add_our_dir(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Return (args, kwargs) with our folder first in include_path (2nd positional)."""
+    kwargs = dict(kwargs)
+    if len(args) > 1:
+        kwargs["include_path"], args = args[1], args[:1] + args[2:]
+        if len(args) > 1:  # include_defaults/metadata given positionally too: keep them
+            raise TypeError("positional call")
+    kwargs["include_path"] = _with_our_dir(kwargs.get("include_path"))
+    return args, kwargs
+
+
+def _with_our_dir(include_path) -> list:
+    ours = tasks_dir()
+    if include_path is None:
+        paths = []
+    elif isinstance(include_path, (list, tuple)):
+        paths = list(include_path)
+    else:
+        paths = [include_path]
+    if any(os.path.abspath(str(p)) == ours for p in paths):
+        return paths
+    return [ours, *paths]
+
+
+def _register_models(module) -> None:
+    from lm_eval.api.registry import model_registry
+
+    if REPLAY_MODEL not in model_registry:
+        model_registry.register(REPLAY_MODEL, target="lm_eval_mathjudge.replay:ReplayLM")
+
+
+_PATCHES = {"lm_eval.tasks.manager": _patch_task_manager, "lm_eval.models": _register_models}
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, inner: importlib.abc.Loader, patch):
+        self._inner = inner
+        self._patch = patch
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        try:
+            self._patch(module)
+        except Exception:
+            pass
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in _PATCHES:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _PatchingLoader(spec.loader, _PATCHES[fullname])
+        return spec
+
+
+def install() -> None:
+    """Called from the .pth file at interpreter start; idempotent and silent."""
+    if os.environ.get(OPT_OUT_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+        return
+    if any(isinstance(f, _Finder) for f in sys.meta_path):
+        return
+    for name in _TARGETS:  # already imported (hook installed late): patch in place
+        if name in sys.modules:
+            try:
+                _PATCHES[name](sys.modules[name])
+            except Exception:
+                pass
+    sys.meta_path.insert(0, _Finder())

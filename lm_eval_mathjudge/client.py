@@ -1,0 +1,196 @@
+"""The one place where concurrency, rate limiting, caching and retries meet.
+
+``JudgeClient.judge_all`` takes every request of a task at once, removes
+duplicates, answers what it can from the cache, sends the rest through a
+bounded thread pool (optionally rate limited) and returns one ``Outcome`` per
+request, in input order. Per request:
+
+    for ask in (0, 1):                 # an off-contract reply is asked again once
+        reply = cache[key(ask)] or backend call (with retries)   -> cached
+        parse(reply) -> verdict        # done
+    -> failure "unparseable"
+
+A cached reply is always re-parsed, so a parser fix rescores old replies for
+free, and an off-contract cached reply is asked again rather than trusted.
+A fatal error (bad key, unknown model) stops new calls at once: the run fails
+with one message instead of a storm of identical errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .cache import Reply, ReplyCache, request_key
+from .config import JudgeSettings
+from .errors import FatalJudgeError, JudgeCallError, UnparseableReply
+from .retry import RetryPolicy, call_with_retries
+from .types import Backend, JudgeRequest, Outcome
+
+log = logging.getLogger(__name__)
+
+PARSE_ASKS = 2  # first ask + one re-ask after an off-contract reply
+
+
+@dataclass
+class JudgeStats:
+    requests: int = 0
+    unique: int = 0
+    cache_hits: int = 0
+    calls: int = 0
+    retries: int = 0
+    failures: Counter = field(default_factory=Counter)
+    usage: Counter = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"requests": self.requests, "unique_requests": self.unique, "cache_hits": self.cache_hits,
+                "judge_calls": self.calls, "retries": self.retries, "failures": dict(self.failures),
+                "usage": dict(self.usage)}
+
+
+class RateLimiter:
+    """Spaces call starts evenly: at most ``rpm`` per minute over all threads."""
+
+    def __init__(self, rpm: float, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        self._interval = 60.0 / rpm if rpm > 0 else 0.0
+        self._next = 0.0
+        self._lock = threading.Lock()
+        self._clock, self._sleep = clock, sleep
+
+    def acquire(self) -> None:
+        if not self._interval:
+            return
+        with self._lock:
+            now = self._clock()
+            start = max(now, self._next)
+            self._next = start + self._interval
+        if start > now:
+            self._sleep(start - now)
+
+
+class JudgeClient:
+    def __init__(self, backend: Backend, parse: Callable[[str], Any], settings: JudgeSettings,
+                 template_version: str, cache: ReplyCache | None, *, progress: bool = True):
+        self._backend = backend
+        self._parse = parse
+        self._settings = settings
+        self._cache = cache
+        self._progress = progress
+        self._identity = {**backend.identity(), "template": template_version}
+        self._judge_label = f"{self._identity.get('backend')}:{self._identity.get('model')}"
+        self._policy = RetryPolicy(max_retries=settings.max_retries)
+        self._limiter = RateLimiter(settings.rpm)
+        self._lock = threading.Lock()
+        self._fatal: FatalJudgeError | None = None
+        self.stats = JudgeStats()
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return dict(self._identity)
+
+    def judge_all(self, requests: Sequence[JudgeRequest], desc: str = "judging") -> list[Outcome]:
+        keys = [request_key({**self._identity, **r.key_payload()}) for r in requests]
+        unique = dict(zip(keys, requests))
+        self.stats.requests += len(requests)
+        self.stats.unique += len(unique)
+        results: dict[str, Outcome] = {}
+        workers = max(1, min(self._settings.concurrency, len(unique)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mathjudge") as pool, \
+                _progress_bar(len(unique), desc, self._progress) as bar:
+            futures = {pool.submit(self._judge_one, key, req): key for key, req in unique.items()}
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.update(1)
+        for outcome in results.values():
+            if outcome.failure:
+                self.stats.failures[outcome.failure] += 1
+        return [results[k] for k in keys]
+
+    def _judge_one(self, key: str, request: JudgeRequest) -> Outcome:
+        reply, calls, cached, error = None, 0, True, None
+        for ask in range(PARSE_ASKS):
+            ask_key = key if ask == 0 else f"{key}:ask{ask}"
+            try:
+                reply, hit = self._reply(ask_key, request)
+            except JudgeCallError as exc:
+                return Outcome(failure=exc.kind, error=str(exc), calls=calls,
+                               raw_reply=reply.text if reply else None)
+            calls += not hit
+            cached = cached and hit
+            try:
+                verdict = self._parse(reply.text)
+            except UnparseableReply as exc:
+                error = f"unparseable reply: {exc.reason}"
+                continue
+            return Outcome(verdict=verdict, raw_reply=reply.text, cached=cached, calls=calls, usage=reply.usage)
+        return Outcome(failure="unparseable", error=error, raw_reply=reply.text, cached=cached,
+                       calls=calls, usage=reply.usage)
+
+    def _reply(self, key: str, request: JudgeRequest) -> tuple[Reply, bool]:
+        """The reply for ``key``: from the cache if it parses, else from the judge."""
+        if self._cache is not None:
+            cached = self._cache.get(key)
+            if cached is not None and self._parses(cached.text):
+                with self._lock:
+                    self.stats.cache_hits += 1
+                return cached, True
+        reply = call_with_retries(lambda: self._call(request), self._policy, on_retry=self._on_retry)
+        if self._cache is not None:
+            self._cache.put(key, reply, self._judge_label)
+        return reply, False
+
+    def _parses(self, text: str) -> bool:
+        try:
+            self._parse(text)
+            return True
+        except UnparseableReply:
+            return False
+
+    def _call(self, request: JudgeRequest) -> Reply:
+        if self._fatal is not None:  # another thread hit a fatal error: stop spending
+            raise FatalJudgeError(f"not sent: {self._fatal}", kind="aborted")
+        self._limiter.acquire()
+        try:
+            reply = self._backend.complete(request)
+        except FatalJudgeError as exc:
+            with self._lock:
+                self._fatal = self._fatal or exc
+            raise
+        with self._lock:
+            self.stats.calls += 1
+            self.stats.usage.update({k: v for k, v in reply.usage.items() if isinstance(v, int)})
+        return reply
+
+    def _on_retry(self, error: JudgeCallError, delay: float) -> None:
+        with self._lock:
+            self.stats.retries += 1
+        log.warning("judge call failed (%s); retrying in %.1fs", error, delay)
+
+    @property
+    def fatal_error(self) -> FatalJudgeError | None:
+        return self._fatal
+
+
+class _NullBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def _progress_bar(total: int, desc: str, enabled: bool):
+    if not enabled:
+        return _NullBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="req")

@@ -1,0 +1,59 @@
+"""Error tree of the judge stage.
+
+    MathJudgeError
+    ├── ConfigError            bad settings or input; raised before anything is spent
+    ├── UnparseableReply       the judge answered, but not in the contract's format
+    ├── JudgeCallError         one judge call failed
+    │   ├── TransientJudgeError   429, 5xx, timeout, connection: retried with backoff
+    │   └── FatalJudgeError       400/401/403/404, refusals: never retried
+    ├── MediaError             a media response that cannot be attached (names the file)
+    └── JudgeRunError          the run could not judge every sample; says how to resume
+
+Messages never contain API keys: backends build them from status codes and
+server error text only.
+"""
+
+from __future__ import annotations
+
+
+class MathJudgeError(Exception):
+    """Base class of every error raised by lm_eval_mathjudge."""
+
+
+class ConfigError(MathJudgeError, ValueError):
+    """Invalid settings, metadata or input files."""
+
+
+class UnparseableReply(MathJudgeError):
+    """The judge's reply does not follow the verdict contract."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class JudgeCallError(MathJudgeError):
+    """A judge call failed. `kind` is a short stable label counted in reports."""
+
+    def __init__(self, message: str, *, kind: str = "error", status: int | None = None,
+                 retry_after: float | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.retry_after = retry_after
+
+
+class TransientJudgeError(JudgeCallError):
+    """Worth retrying: rate limits, server errors, timeouts, dropped connections."""
+
+
+class FatalJudgeError(JudgeCallError):
+    """Retrying cannot help: bad request, bad credentials, unknown model."""
+
+
+class MediaError(MathJudgeError):
+    """A response that points at media which cannot be read or sent."""
+
+
+class JudgeRunError(MathJudgeError, RuntimeError):
+    """Raised at the end of judging when some samples got no verdict at all."""

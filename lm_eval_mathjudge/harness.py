@@ -1,0 +1,170 @@
+"""lm-eval glue: a ConfigurableTask whose metrics come from a judge.
+
+lm-eval calls ``process_results`` once per doc, sequentially; judging there
+would cost N x latency. Instead ``apply_filters`` (which lm-eval calls once
+per task, after all generations) judges every (doc, response) of the task in
+one concurrent batch, and ``process_results`` only reads the verdicts. So the
+metrics still flow through lm-eval's own aggregation (mean, stderr),
+``--log_samples`` and loggers.
+
+Task YAMLs select this class with ``class: !function
+lm_eval_mathjudge.harness.JudgedTask`` and describe the judge in a
+``mathjudge:`` block, which this class removes before lm-eval sees the config:
+
+    mathjudge:                    # in the judge's base YAML
+      judge: exact_match          # or vlm
+      settings: {model: ...}      # optional YAML layer of the judge settings
+    mathjudge_dataset: gsm8k      # in the dataset's base YAML: folder under MATHJUDGE_DATA_DIR
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from typing import Any
+
+from lm_eval.api.task import ConfigurableTask
+
+from . import backends, data, prompts
+from .cache import ReplyCache
+from .client import JudgeClient
+from .config import JudgeSettings, resolve_settings
+from .errors import ConfigError, JudgeRunError
+from .judges import JUDGE_FAILED, JUDGES, Judge
+from .replay import REPLAY_MODEL as REPLAY, save_generations
+from .types import Outcome
+
+log = logging.getLogger(__name__)
+
+
+def register_metrics() -> None:
+    """Make every judge metric known to lm-eval (mean aggregation, closed-form stderr)."""
+    import lm_eval.api.metrics  # noqa: F401  -- the built-in aggregations must exist first
+    from lm_eval.api.registry import metric_registry, register_metric
+
+    names = {JUDGE_FAILED: False}
+    names.update({m: True for judge in JUDGES.values() for m in judge.metric_names})
+    for name, higher in names.items():
+        if name not in metric_registry:
+            register_metric(metric=name, higher_is_better=higher, aggregation="mean")(_passthrough)
+
+
+def _passthrough(items):  # scores are computed by the task; lm-eval never calls this
+    return items
+
+
+class JudgedTask(ConfigurableTask):
+    def __init__(self, data_dir=None, cache_dir=None, download_mode=None, config: dict | None = None):
+        config = dict(config or {})
+        config.pop("class", None)
+        block = dict(config.pop("mathjudge", None) or {})
+        self._judge: Judge = _judge_named(block.get("judge", "exact_match"), config.get("task"))
+        self._local_name: str | None = config.pop("mathjudge_dataset", None)
+        self._settings: JudgeSettings = resolve_settings(self._judge.name, block.get("settings"),
+                                                         config.get("metadata"))
+        self._scores: dict[str, dict[str, float]] = {}
+        register_metrics()
+        super().__init__(data_dir=data_dir, cache_dir=cache_dir, download_mode=download_mode, config=config)
+        self.config.metadata = {**(self.config.metadata or {}), "judge": self._provenance()}
+
+    # ------------------------------------------------------------------ lm-eval hooks
+    def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs) -> None:
+        data_dir = data.local_data_dir()
+        if data_dir and self._local_name:
+            self.dataset = data.load_local(data_dir, self._local_name, self.config.test_split)
+        else:
+            super().download(dataset_kwargs, **kwargs)
+
+    def build_all_requests(self, **kwargs) -> None:
+        if not self._bypassed():  # before any generation: a judge that cannot authenticate stops the run now
+            backends.check_credentials(self._settings)
+        super().build_all_requests(**kwargs)
+
+    def apply_filters(self):
+        result = super().apply_filters()
+        if not self._bypassed():
+            self._judge_instances()
+        return result
+
+    def process_results(self, doc, results):
+        if self._bypassed():
+            return super().process_results(doc, results)
+        return self._scores[results[0]]
+
+    # ------------------------------------------------------------------ judging
+    def _bypassed(self) -> bool:
+        return "bypass" in self._metric_fn_list  # --predict_only: no judging at all
+
+    def _judge_instances(self) -> None:
+        slots = [(inst, key, _as_text(value)) for inst in self._instances
+                 for key, value in inst.filtered_resps.items()]
+        outcomes = self._run_judge([(inst.doc, response) for inst, _, response in slots])
+        for (inst, key, response), outcome in zip(slots, outcomes):
+            record = json.dumps(self._record(response, outcome), ensure_ascii=False)
+            self._scores[record] = self._judge.scores(outcome.verdict)
+            inst.filtered_resps[key] = record
+        self._raise_for_transport_failures(slots, outcomes)
+
+    def _run_judge(self, pairs: list[tuple[dict, str]]) -> list[Outcome]:
+        backend = backends.build(self._settings, self._judge.name)
+        cache = ReplyCache(self._settings.resolved_cache_dir()) if self._settings.cache else None
+        try:
+            client = JudgeClient(backend, self._judge.parse, self._settings,
+                                 prompts.load(self._judge.template).version, cache)
+            requests = [self._judge.request(doc, response) for doc, response in pairs]
+            outcomes = client.judge_all(requests, desc=f"judging {self.config.task}")
+            self._run_stats = client.stats.as_dict()
+            self.config.metadata["judge"]["run"] = self._run_stats
+            log.info("%s: %s", self.config.task, self._run_stats)
+            self._fatal = client.fatal_error
+            return outcomes
+        finally:
+            backend.close()
+            if cache is not None:
+                cache.close()
+
+    def _record(self, response: str, outcome: Outcome) -> dict[str, Any]:
+        """What --log_samples shows for one judged response (as a JSON string)."""
+        return {
+            "verdict": None if outcome.verdict is None else self._judge.describe(outcome.verdict),
+            "judge_failed": outcome.failure is not None,
+            "failure": outcome.failure,
+            "error": outcome.error,
+            "raw_reply": outcome.raw_reply,
+            "cached": outcome.cached,
+            "judge": f"{self._settings.backend}:{self._settings.model}",
+            "response": response,
+        }
+
+    def _raise_for_transport_failures(self, slots, outcomes: list[Outcome]) -> None:
+        failed = [o for o in outcomes if o.transport_failed]
+        if not failed:
+            return
+        saved = save_generations(self._settings.resolved_cache_dir(), self.config.task,
+                                 [(inst.doc_id, inst.doc, response) for inst, _, response in slots])
+        kinds = ", ".join(f"{k}: {n}" for k, n in sorted(Counter(o.failure for o in failed).items()))
+        cause = f" The judge refused the requests: {self._fatal}." if self._fatal else f" Last error: {failed[-1].error}."
+        raise JudgeRunError(
+            f"{self.config.task}: {len(failed)} of {len(outcomes)} samples got no verdict ({kinds}).{cause} "
+            f"Nothing was scored as wrong. Every verdict obtained is cached in {self._settings.resolved_cache_dir()}, "
+            f"so rerunning the same command judges only the missing samples. The generations are saved in "
+            f"{saved}: rerun with --model {REPLAY} --model_args path={saved} to reuse them without regenerating.")
+
+    def _provenance(self) -> dict[str, Any]:
+        return {"name": self._judge.name, **self._settings.public(),
+                "cache_dir": self._settings.resolved_cache_dir() if self._settings.cache else None,
+                "prompt_version": prompts.load(self._judge.template).version}
+
+
+def _judge_named(name: str, task: str | None) -> Judge:
+    if name not in JUDGES:
+        raise ConfigError(f"task {task}: unknown judge {name!r} in the mathjudge block; known: {', '.join(JUDGES)}")
+    return JUDGES[name]
+
+
+def _as_text(value: Any) -> str:
+    # With repeats and no take_first filter, lm-eval hands over a list of responses.
+    if isinstance(value, (list, tuple)):
+        value = value[0] if value else ""
+    return value if isinstance(value, str) else str(value)

@@ -1,0 +1,21 @@
+"""Scrub credentials from text before it reaches a log, an exception or a file.
+
+Servers sometimes echo the key they rejected ("Incorrect API key provided:
+sk-..."); the SDKs put such text in their exception messages.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+SECRET_ENV_VARS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+_KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{6,}|AIza[0-9A-Za-z_\-]{20,})")
+
+
+def redact(text: str) -> str:
+    for name in SECRET_ENV_VARS:
+        value = os.environ.get(name, "")
+        if len(value) >= 4:
+            text = text.replace(value, "***")
+    return _KEY_SHAPES.sub("***", text)

@@ -1,0 +1,74 @@
+"""The one retry layer: bounded exponential backoff with full jitter.
+
+Only ``TransientJudgeError`` is retried. A server's Retry-After (already
+parsed by the backend into ``error.retry_after``) replaces the backoff when it
+is present, capped so a hostile header cannot stall a run for hours. The SDKs'
+own retries are switched off by the backends, so attempts never multiply.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Callable, TypeVar
+
+from .errors import TransientJudgeError
+
+T = TypeVar("T")
+
+BASE_DELAY = 1.0  # seconds before the first retry, before jitter
+MAX_DELAY = 60.0  # cap on one wait, Retry-After included
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 6
+    base_delay: float = BASE_DELAY
+    max_delay: float = MAX_DELAY
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After (or retry-after-ms) value: delta-seconds or HTTP date."""
+    if value is None or not str(value).strip():
+        return None
+    text = str(value).strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def backoff_delay(retry: int, policy: RetryPolicy, rand: Callable[[], float] = random.random) -> float:
+    """Full jitter: uniform in [0, min(cap, base * 2**retry)] for retry 0, 1, ..."""
+    return rand() * min(policy.max_delay, policy.base_delay * (2 ** retry))
+
+
+def next_delay(error: TransientJudgeError, retry: int, policy: RetryPolicy,
+               rand: Callable[[], float] = random.random) -> float:
+    if error.retry_after is not None:
+        return min(policy.max_delay, error.retry_after)
+    return backoff_delay(retry, policy, rand)
+
+
+def call_with_retries(fn: Callable[[], T], policy: RetryPolicy, *,
+                      sleep: Callable[[float], None] = time.sleep,
+                      on_retry: Callable[[TransientJudgeError, float], None] | None = None) -> T:
+    """Call ``fn``; retry transient failures at most ``policy.max_retries`` times."""
+    for retry in range(policy.max_retries + 1):
+        try:
+            return fn()
+        except TransientJudgeError as error:
+            if retry == policy.max_retries:
+                raise
+            delay = next_delay(error, retry, policy)
+            if on_retry is not None:
+                on_retry(error, delay)
+            sleep(delay)
+    raise AssertionError("unreachable")  # the loop returns or raises

@@ -1,0 +1,328 @@
+"""Shared machinery for the loopback protocol servers.
+
+A `LoopbackServer` owns a ThreadingHTTPServer on 127.0.0.1 (ephemeral port)
+running in a daemon thread. Subclasses only implement `route()`, which maps a
+parsed request to a `Reply`; recording, latency, in-flight accounting and the
+fault queue live here so both protocol servers behave identically.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Iterator, TypeVar, Union
+
+JsonBody = Union[dict, list, str, bytes, None]
+# Receives the parsed request JSON; returns reply text or a dict of overrides.
+Responder = Callable[[dict], Union[str, dict]]
+_S = TypeVar("_S", bound="LoopbackServer")
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: Any  # parsed JSON, raw bytes (non-JSON payloads) or None (empty)
+    time: float
+    method: str = "POST"
+
+
+@dataclass(frozen=True)
+class Fault:
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    body: JsonBody = None
+    delay: float = 0.0
+    garbage: bool = False
+    drop: bool = False
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: JsonBody = None
+    headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False
+
+    def encoded(self) -> tuple[bytes, str]:
+        """Body bytes plus a matching default Content-Type."""
+        if isinstance(self.body, bytes):
+            return self.body, "application/octet-stream"
+        if isinstance(self.body, str):
+            return self.body.encode(), "text/plain; charset=utf-8"
+        if self.body is None:
+            return b"", "application/json"
+        return json.dumps(self.body).encode(), "application/json"
+
+
+GARBAGE_BODY = b"<html>oops</html>"
+
+
+def _answer_ok(body: dict) -> str:
+    return "ok"
+
+
+def count_words(text: str | None) -> int:
+    """Crude, deterministic stand-in for a tokenizer."""
+    return len(text.split()) if text else 0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.1 so SDK connection pools keep connections alive like in production.
+    protocol_version = "HTTP/1.1"
+    server: "_HTTPServer"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass  # keep pytest output clean
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.owner._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.owner._track(self.connection, add=False)
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def do_DELETE(self) -> None:
+        self._serve()
+
+    def _serve(self) -> None:
+        owner = self.server.owner
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        owner._record(RecordedRequest(self.path, headers, _parse(raw), time.time(), self.command))
+        with owner._in_flight():
+            if owner.latency:
+                time.sleep(owner.latency)
+            self._write(owner._safe_route(self.command, self.path, headers, raw))
+
+    def _write(self, reply: Reply) -> None:
+        if reply.drop:
+            # Abort without a status line: clients see a protocol/connection error.
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        data, content_type = reply.encoded()
+        self.send_response(reply.status)
+        sent = {k.lower() for k in reply.headers}
+        if "content-type" not in sent:
+            self.send_header("Content-Type", content_type)
+        for key, value in reply.headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _parse(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # listen backlog: 64+ clients connect at once
+    owner: "LoopbackServer"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients hanging up (timeouts, cancelled retries) are expected here.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+class LoopbackServer:
+    """Base class: threaded HTTP server + recording + fault queue."""
+
+    def __init__(self, responder: Responder | None, latency: float) -> None:
+        self.responder: Responder = responder or _answer_ok
+        self.latency = latency
+        self._lock = threading.Lock()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: set[socket.socket] = set()
+        self._in_flight_now = 0
+        self._clear()
+
+    # -- lifecycle ---------------------------------------------------------
+    def start(self: _S) -> _S:
+        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        httpd.owner = self
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        # Keep-alive connections outlive serve_forever; cut them so a pooled
+        # client cannot keep talking to a "stopped" server.
+        with self._lock:
+            conns = list(self._connections)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = self._thread = None
+
+    def __enter__(self: _S) -> _S:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        return self._httpd.server_address[1]
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # -- faults --------------------------------------------------------------
+    def inject(
+        self,
+        status: int | None = None,
+        headers: dict[str, str] | None = None,
+        body: JsonBody = None,
+        *,
+        delay: float = 0.0,
+        garbage: bool = False,
+        drop: bool = False,
+        times: int = 1,
+    ) -> None:
+        """Queue a fault for the next `times` model calls (FIFO).
+
+        status: reply with that HTTP status (protocol-style error body unless
+        `body` is given); delay: sleep first (alone: then answer normally);
+        garbage: HTTP 200 with a non-JSON HTML body; drop: close the socket
+        without any response.
+        """
+        fault = Fault(status, dict(headers or {}), body, delay, garbage, drop)
+        with self._lock:
+            self._faults.extend([fault] * times)
+
+    def _fault_reply(self) -> Reply | None:
+        """Pop the next fault; returns the reply it dictates or None (normal)."""
+        with self._lock:
+            fault = self._faults.popleft() if self._faults else None
+        if fault is None:
+            return None
+        if fault.delay:
+            time.sleep(fault.delay)
+        if fault.drop:
+            return Reply(drop=True)
+        if fault.garbage:
+            return Reply(200, GARBAGE_BODY, {"Content-Type": "text/html", **fault.headers})
+        if fault.status is None:
+            return None
+        body = fault.body
+        if body is None:
+            body = self.error_body(fault.status, None, fault.headers)
+        return Reply(fault.status, body, dict(fault.headers))
+
+    # -- recording -------------------------------------------------------------
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def max_in_flight(self) -> int:
+        return self._max_in_flight
+
+    def reset(self) -> None:
+        """Forget all recorded traffic, queued faults and server-side state."""
+        with self._lock:
+            self._clear()
+
+    def _clear(self) -> None:
+        self._requests: list[RecordedRequest] = []
+        self._faults: deque[Fault] = deque()
+        self._max_in_flight = 0
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    @contextmanager
+    def _in_flight(self) -> Iterator[None]:
+        with self._lock:
+            self._in_flight_now += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight_now)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight_now -= 1
+
+    def _track(self, conn: socket.socket, add: bool) -> None:
+        with self._lock:
+            (self._connections.add if add else self._connections.discard)(conn)
+
+    def _safe_route(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
+        # A broken test responder should fail loudly as a 500, not hang the client.
+        try:
+            return self.route(method, path, headers, raw)
+        except Exception as exc:
+            traceback.print_exc()
+            return Reply(500, self.error_body(500, f"loopback handler raised {exc!r}", {}))
+
+    def ask_responder(self, raw: bytes, text_key: str) -> tuple[dict, dict] | Reply:
+        """Run `self.responder` on the request JSON.
+
+        Returns (request body, reply spec) with a str reply normalised to
+        {text_key: str}, or a finished Reply for bad JSON, `raw_body` or an
+        error `status` in the spec.
+        """
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return Reply(400, self.error_body(400, "Invalid JSON payload received.", {}))
+        spec = self.responder(body)
+        if isinstance(spec, str):
+            spec = {text_key: spec}
+        status = int(spec.get("status", 200))
+        headers = dict(spec.get("headers") or {})
+        if "raw_body" in spec:
+            return Reply(status, spec["raw_body"], headers)
+        if status >= 400:
+            return Reply(status, self.error_body(status, spec.get(text_key), headers), headers)
+        return body, spec
+
+    # -- protocol hooks ----------------------------------------------------------
+    def route(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
+        raise NotImplementedError
+
+    def error_body(self, status: int, message: str | None, headers: dict[str, str]) -> dict:
+        """Protocol-style error JSON; `headers` are the reply headers (Retry-After)."""
+        raise NotImplementedError
