@@ -18,8 +18,7 @@ never break the interpreter or lm-eval.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
+import importlib.machinery  # frozen, free to import (importlib.abc is not: ~25 ms)
 import os
 import sys
 
@@ -87,8 +86,10 @@ def _register_models(module) -> None:
 _PATCHES = {"lm_eval.tasks.manager": _patch_task_manager, "lm_eval.models": _register_models}
 
 
-class _PatchingLoader(importlib.abc.Loader):
-    def __init__(self, inner: importlib.abc.Loader, patch):
+class _PatchingLoader:
+    """Runs the real loader, then our patch. Duck-typed: no importlib.abc at start-up."""
+
+    def __init__(self, inner, patch):
         self._inner = inner
         self._patch = patch
 
@@ -103,7 +104,9 @@ class _PatchingLoader(importlib.abc.Loader):
             pass
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
+    """A meta path finder that only answers for the modules we patch."""
+
     def find_spec(self, fullname, path, target=None):
         if fullname not in _PATCHES:
             return None

@@ -1,0 +1,60 @@
+"""Helpers for end-to-end runs of the real ``lm_eval`` CLI against loopback servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+LM_EVAL = str(Path(sys.executable).with_name("lm_eval"))
+CANARY_KEY = "sk-canary-7f3d9c2b4a1e8f6d"
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    out_dir: Path
+
+    def results(self) -> dict:
+        return json.loads(next(self.out_dir.rglob("results_*.json")).read_text())
+
+    def samples(self, task: str) -> list[dict]:
+        path = max(self.out_dir.rglob(f"samples_{task}_*.jsonl"))
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def run_lm_eval(args: list[str], env: dict[str, str], out_dir: Path, timeout: float = 300) -> Run:
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+                "TOKENIZERS_PARALLELISM": "false", **env}
+    proc = subprocess.run([LM_EVAL, *args, "--output_path", str(out_dir)], env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+    return Run(proc.returncode, proc.stdout, proc.stderr, out_dir)
+
+
+def boxed(text: str) -> str | None:
+    found = _BOXED.findall(text)
+    return found[-1].strip() if found else None
+
+
+def exact_match_judge(body: dict) -> str:
+    """A loopback judge that grades like a careful GPT-4: boxed answer vs reference."""
+    prompt = body["messages"][-1]["content"]
+    reference = prompt.split("### Reference solution", 1)[1].split("### Student's solution", 1)[0]
+    student = prompt.split("### Student's solution", 1)[1].split("### How to grade", 1)[0]
+    gold = reference.strip().splitlines()[-1].split(":")[-1].strip()
+    answer = boxed(student)
+    same = answer is not None and answer.replace(",", "") == gold
+    return (f"Error Analysis: The student's final answer is {answer} and the reference answer is {gold}, "
+            f"so they {'match' if same else 'differ'}.\nFinal Verdict: {'Correct' if same else 'Incorrect'}")
+
+
+def question_of(body: dict) -> str:
+    prompt = body["messages"][-1]["content"]
+    return prompt.split("Problem: ", 1)[1].rsplit("\n\nSolution:", 1)[0]
