@@ -5,7 +5,5 @@ judge machinery load on first use, because the ``lm_eval`` CLI imports the
 package (through its start-up hook) on every start.
 """
 
-from __future__ import annotations
-
 __version__ = "0.1.0"
 __all__ = ["__version__"]

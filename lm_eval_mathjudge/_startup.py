@@ -16,9 +16,6 @@ explicit fallback. Every step swallows its own errors: a broken plugin must
 never break the interpreter or lm-eval.
 """
 
-from __future__ import annotations
-
-import importlib.machinery  # frozen, free to import (importlib.abc is not: ~25 ms)
 import os
 import sys
 
@@ -87,7 +84,7 @@ _PATCHES = {"lm_eval.tasks.manager": _patch_task_manager, "lm_eval.models": _reg
 
 
 class _PatchingLoader:
-    """Runs the real loader, then our patch. Duck-typed: no importlib.abc at start-up."""
+    """Runs the real loader, then our patch. Duck-typed: importlib.abc costs ~25 ms to import."""
 
     def __init__(self, inner, patch):
         self._inner = inner
@@ -110,6 +107,8 @@ class _Finder:
     def find_spec(self, fullname, path, target=None):
         if fullname not in _PATCHES:
             return None
+        import importlib.machinery  # only now: importlib's package import is not free at start-up
+
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
             return None

@@ -1,7 +1,8 @@
-"""Shared fixtures: the real data sets, small slices of them, and a network guard.
+"""Shared fixtures: slices of the real data sets, and a network guard.
 
-The five test sets live beside the repository in ``../shared/data`` (CI lays
-a copy there too); ``MATHJUDGE_TEST_DATA`` points elsewhere if needed.
+The data are the embedded copies in ``examples/data`` (the first rows of each
+real test set); ``MATHJUDGE_TEST_DATA`` points at a fuller copy in the same
+layout if wanted.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("MATHJUDGE_TEST_DATA", REPO.parent / "shared" / "data"))
+SHARED_DATA = Path(os.environ.get("MATHJUDGE_TEST_DATA", REPO / "examples" / "data"))
 DATASETS = ("gsm8k", "math500", "aime24", "aime25", "omnimath")
 
 

@@ -142,3 +142,20 @@ def test_missing_key_fails_before_generation_and_predict_only_never_judges(gsm8k
         predict = run_lm_eval(_args(model.chat_url, judge.url, "--predict_only"), env, tmp_path / "out2")
         assert predict.returncode == 0, predict.stderr[-3000:]
         assert model.call_count == N and judge.call_count == 0
+
+
+def test_quickstart_replays_real_outputs_through_the_local_judge(shared_data, tmp_path):
+    """The README's first command: 100 real GPT-3 solutions, judged offline by math-verify."""
+    outputs = shared_data / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
+    run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={outputs}", "--tasks", "gsm8k_gpt4em",
+                       "--limit", "100", "--metadata", '{"judge_backend": "local"}', "--log_samples"],
+                      {"MATHJUDGE_DATA_DIR": str(shared_data), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")},
+                      tmp_path / "out")
+    assert run.returncode == 0, run.stderr[-3000:]
+    metrics = run.results()["results"]["gsm8k_gpt4em"]
+    assert metrics["gpt4_exact_match,none"] == pytest.approx(0.58)  # upstream labels: 58 of 100 correct
+    assert metrics["judge_failed,none"] == 0
+    labels = {r["doc_id"]: r["is_correct"] for r in read_jsonl(outputs)}
+    verdicts = {s["doc_id"]: json.loads(s["filtered_resps"][0])["verdict"]["correct"]
+                for s in run.samples("gsm8k_gpt4em")}
+    assert verdicts == labels
