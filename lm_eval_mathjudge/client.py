@@ -5,8 +5,9 @@ duplicates, answers what it can from the cache, sends the rest through a
 bounded thread pool (optionally rate limited) and returns one ``Outcome`` per
 request, in input order. Per request:
 
+    if cache[key(ask)] parses for ask 0 or 1:  -> verdict, no call
     for ask in (0, 1):                 # an off-contract reply is asked again once
-        reply = cache[key(ask)] or backend call (with retries)   -> cached
+        reply = judge call (with retries)   -> cached under key(ask)
         parse(reply) -> verdict        # done
     -> failure "unparseable"
 
@@ -28,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 from .cache import Reply, ReplyCache, request_key
 from .config import JudgeSettings
-from .errors import FatalJudgeError, JudgeCallError, UnparseableReply
+from .errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, UnparseableReply
 from .retry import RetryPolicy, call_with_retries
 from .types import Backend, JudgeRequest, Outcome
 
@@ -113,37 +114,45 @@ class JudgeClient:
         return [results[k] for k in keys]
 
     def _judge_one(self, key: str, request: JudgeRequest) -> Outcome:
-        reply, calls, cached, error = None, 0, True, None
-        for ask in range(PARSE_ASKS):
-            ask_key = key if ask == 0 else f"{key}:ask{ask}"
+        keys = [key] + [f"{key}:ask{ask}" for ask in range(1, PARSE_ASKS)]
+        for ask_key in keys:  # any reply already paid for that parses wins
+            cached = self._cached(ask_key)
+            if cached is not None:
+                return Outcome(verdict=self._parse(cached.text), raw_reply=cached.text, cached=True,
+                               usage=cached.usage)
+        reply, calls, error = None, 0, None
+        for ask_key in keys:
             try:
-                reply, hit = self._reply(ask_key, request)
+                reply = self._fresh(ask_key, request)
+            except (JudgeRefusal, MediaError) as exc:  # judge-level: counted, scored 0
+                return Outcome(failure=getattr(exc, "kind", "media"), error=str(exc),
+                               calls=calls + isinstance(exc, JudgeRefusal), raw_reply=reply.text if reply else None)
             except JudgeCallError as exc:
-                return Outcome(failure=exc.kind, error=str(exc), calls=calls,
+                return Outcome(failure=exc.kind, transport=True, error=str(exc), calls=calls,
                                raw_reply=reply.text if reply else None)
-            calls += not hit
-            cached = cached and hit
+            calls += 1
             try:
-                verdict = self._parse(reply.text)
+                return Outcome(verdict=self._parse(reply.text), raw_reply=reply.text, calls=calls, usage=reply.usage)
             except UnparseableReply as exc:
                 error = f"unparseable reply: {exc.reason}"
-                continue
-            return Outcome(verdict=verdict, raw_reply=reply.text, cached=cached, calls=calls, usage=reply.usage)
-        return Outcome(failure="unparseable", error=error, raw_reply=reply.text, cached=cached,
-                       calls=calls, usage=reply.usage)
+        return Outcome(failure="unparseable", error=error, raw_reply=reply.text, calls=calls, usage=reply.usage)
 
-    def _reply(self, key: str, request: JudgeRequest) -> tuple[Reply, bool]:
-        """The reply for ``key``: from the cache if it parses, else from the judge."""
-        if self._cache is not None:
-            cached = self._cache.get(key)
-            if cached is not None and self._parses(cached.text):
-                with self._lock:
-                    self.stats.cache_hits += 1
-                return cached, True
+    def _cached(self, key: str) -> Reply | None:
+        """A cached reply that parses; an off-contract one is not trusted (it is asked again)."""
+        if self._cache is None:
+            return None
+        reply = self._cache.get(key)
+        if reply is None or not self._parses(reply.text):
+            return None
+        with self._lock:
+            self.stats.cache_hits += 1
+        return reply
+
+    def _fresh(self, key: str, request: JudgeRequest) -> Reply:
         reply = call_with_retries(lambda: self._call(request), self._policy, on_retry=self._on_retry)
         if self._cache is not None:
             self._cache.put(key, reply, self._judge_label)
-        return reply, False
+        return reply
 
     def _parses(self, text: str) -> bool:
         try:
@@ -156,6 +165,8 @@ class JudgeClient:
         if self._fatal is not None:  # another thread hit a fatal error: stop spending
             raise FatalJudgeError(f"not sent: {self._fatal}", kind="aborted")
         self._limiter.acquire()
+        with self._lock:
+            self.stats.calls += 1  # every request sent, failed attempts included
         try:
             reply = self._backend.complete(request)
         except FatalJudgeError as exc:
@@ -163,7 +174,6 @@ class JudgeClient:
                 self._fatal = self._fatal or exc
             raise
         with self._lock:
-            self.stats.calls += 1
             self.stats.usage.update({k: v for k, v in reply.usage.items() if isinstance(v, int)})
         return reply
 

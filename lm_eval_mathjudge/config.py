@@ -16,6 +16,7 @@ that looks like a credential is rejected before anything runs.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import sys
 from dataclasses import dataclass, fields
@@ -23,12 +24,16 @@ from typing import Any, Mapping
 
 from .errors import ConfigError
 
+log = logging.getLogger(__name__)
+
 # The pinned default judges, named in this one place.
 DEFAULT_EXACT_MATCH_MODEL = "gpt-4-turbo-2024-04-09"  # Orca-Math's judge was GPT-4-Turbo
 DEFAULT_VLM_MODEL = "gemini-2.5-pro"
 
 BACKENDS = ("openai", "azure", "local", "gemini")
 ENV_PREFIX = "MATHJUDGE_"
+OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD", "MATHJUDGE_TEST_DATA")  # read elsewhere
+MAX_RETRIES_LIMIT = 20
 META_PREFIX = "judge_"
 _SECRET_HINTS = ("key", "token", "secret", "password", "credential")
 
@@ -54,6 +59,9 @@ class JudgeSettings:
             raise ConfigError("judge concurrency must be at least 1")
         if self.max_retries < 0 or self.max_tokens < 1 or self.timeout <= 0 or self.rpm < 0:
             raise ConfigError("judge max_retries, max_tokens, timeout and rpm must be positive")
+        if self.max_retries > MAX_RETRIES_LIMIT:
+            raise ConfigError(f"judge max_retries={self.max_retries} is more than {MAX_RETRIES_LIMIT}: "
+                              "a judge that is down for that long needs a rerun, not more waiting")
 
     def resolved_cache_dir(self) -> str:
         return self.cache_dir or default_cache_dir()
@@ -87,6 +95,10 @@ def resolve_settings(judge: str, yaml_settings: Mapping[str, Any] | None,
 
 
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    known = {ENV_PREFIX + name.upper() for name in _FIELDS} | set(OTHER_ENV)
+    for var in sorted(v for v in environ if v.startswith(ENV_PREFIX) and v not in known):
+        log.warning("ignoring unknown environment variable %s (judge settings: %s)", var,
+                    ", ".join(sorted(known - set(OTHER_ENV))))
     return {name: environ[ENV_PREFIX + name.upper()] for name in _FIELDS
             if environ.get(ENV_PREFIX + name.upper(), "") != ""}
 
@@ -98,6 +110,8 @@ def _from_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 def _check_names(values: dict[str, Any], where: str, prefix: str = "") -> dict[str, Any]:
     for name in values:
+        if name in _FIELDS:  # known settings are never secrets (max_tokens contains "token")
+            continue
         if any(hint in name.lower() for hint in _SECRET_HINTS):
             raise ConfigError(
                 f"{where} sets {prefix}{name}: credentials are never read from metadata or YAML, "
@@ -111,6 +125,8 @@ def _check_names(values: dict[str, Any], where: str, prefix: str = "") -> dict[s
 
 def _coerce(name: str, value: Any) -> Any:
     kind = _FIELDS[name].type
+    if value is None and "None" not in kind:  # e.g. a YAML key left empty
+        raise ConfigError(f"judge setting {name} has no value; give a {kind} or remove the key")
     try:
         if value is None or kind in ("str | None", "str"):
             return None if value is None else str(value)

@@ -5,7 +5,9 @@
     ├── UnparseableReply       the judge answered, but not in the contract's format
     ├── JudgeCallError         one judge call failed
     │   ├── TransientJudgeError   429, 5xx, timeout, connection: retried with backoff
-    │   └── FatalJudgeError       400/401/403/404, refusals: never retried
+    │   ├── FatalJudgeError       400/401/403/404: never retried, stops the run
+    │   └── JudgeRefusal          the judge answered without a verdict (safety block,
+    │                             truncation, no candidates): a counted judge failure
     ├── MediaError             a media response that cannot be attached (names the file)
     └── JudgeRunError          the run could not judge every sample; says how to resume
 
@@ -49,6 +51,10 @@ class TransientJudgeError(JudgeCallError):
 
 class FatalJudgeError(JudgeCallError):
     """Retrying cannot help: bad request, bad credentials, unknown model."""
+
+
+class JudgeRefusal(JudgeCallError):
+    """The service answered but gave no usable reply; asking again would not help."""
 
 
 class MediaError(MathJudgeError):

@@ -47,7 +47,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 
 def backoff_delay(retry: int, policy: RetryPolicy, rand: Callable[[], float] = random.random) -> float:
     """Full jitter: uniform in [0, min(cap, base * 2**retry)] for retry 0, 1, ..."""
-    return rand() * min(policy.max_delay, policy.base_delay * (2 ** retry))
+    return rand() * min(policy.max_delay, policy.base_delay * (2 ** min(retry, 32)))
 
 
 def next_delay(error: TransientJudgeError, retry: int, policy: RetryPolicy,

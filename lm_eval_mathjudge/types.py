@@ -15,39 +15,63 @@ from .cache import Reply
 
 @dataclass(frozen=True)
 class Media:
-    """A file attached to the judge request instead of response text."""
-    path: str
+    """A generated image or video attached to the judge request instead of text.
+
+    ``source`` names it in messages (a path, or "data URL"); ``data`` holds the
+    bytes of a data URL, otherwise they are read from ``path`` when sent.
+    """
+    source: str
     mime_type: str
     sha256: str
     size: int
+    path: str | None = None
+    data: bytes | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def is_video(self) -> bool:
+        return self.mime_type.startswith("video/")
+
+    def read(self) -> bytes:
+        if self.data is not None:
+            return self.data
+        with open(self.path, "rb") as fh:
+            return fh.read()
 
 
 @dataclass(frozen=True)
 class JudgeRequest:
-    """One judge call: a single user message of text, optionally followed by media.
+    """One judge call: a single user message made of the prompt, then the output to judge.
 
+    The output to judge is either folded into ``prompt`` (exact match), given
+    as a separate text part (``output_text``) or attached as ``media``.
     ``fields`` carries the raw inputs (question, reference, answer, response)
     for backends that do not read prose, such as the local math-verify judge.
     """
     prompt: str
     media: tuple[Media, ...] = ()
     fields: Mapping[str, str] = field(default_factory=dict)
+    output_text: str | None = None
 
     def key_payload(self) -> dict[str, Any]:
         # Media enter the key by content hash, never by path.
-        return {"prompt": self.prompt, "media": [[m.mime_type, m.sha256] for m in self.media]}
+        return {"prompt": self.prompt, "output_text": self.output_text,
+                "media": [[m.mime_type, m.sha256] for m in self.media]}
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What the client knows about one request after judging.
 
-    Exactly one of ``verdict`` / ``failure`` is set. ``failure`` is
-    ``"unparseable"`` for a reply off the contract (a scored judge failure) or
-    the error kind of a call that never produced a reply (a transport failure).
+    Exactly one of ``verdict`` / ``failure`` is set. ``failure`` names what
+    went wrong. A judge-level failure (an off-contract reply, a refusal such as
+    a safety block, a media file that cannot be sent) is scored: 0 on every
+    metric and 1 on judge_failed. A transport failure (``transport=True``: the
+    judge could not be reached after all retries, or rejected the request) is
+    never scored; the run stops and says how to resume.
     """
     verdict: Any = None
     failure: str | None = None
+    transport: bool = False
     error: str | None = None
     raw_reply: str | None = None
     cached: bool = False
@@ -56,7 +80,7 @@ class Outcome:
 
     @property
     def transport_failed(self) -> bool:
-        return self.failure is not None and self.failure != "unparseable"
+        return self.failure is not None and self.transport
 
 
 class Backend(Protocol):

@@ -1,0 +1,43 @@
+"""Small helpers shared by test modules (test modules never import each other).
+
+Functions run in spawned processes live here because a child process must be
+able to import them by module name.
+"""
+
+from __future__ import annotations
+
+# Judge replies as GPT-4-Turbo writes them for the exact-match contract.
+REPLY_CORRECT = ("Error Analysis: The student's final answer of 18 matches the reference answer of 18.\n"
+                 "Final Verdict: Correct")
+REPLY_INCORRECT = ("Error Analysis: The student's final answer is 16, but the reference answer is 18, "
+                   "so they are not the same.\nFinal Verdict: Incorrect")
+# Off-contract: the judge forgot the verdict line (seen with chatty models).
+REPLY_OFF_CONTRACT = ("The student computed 9 * 2 = 18 and boxed 18, which agrees with the reference "
+                      "solution. I would consider this answer right.")
+
+
+def cache_writer(directory: str, worker: int, rows: int, start, results) -> None:
+    """Write `rows` replies into the shared cache directory from a separate process.
+
+    Waits on `start` (a multiprocessing Barrier) so every process writes at once,
+    then reports (worker, written, errors) on the `results` queue.
+    """
+    from lm_eval_mathjudge.cache import Reply, ReplyCache
+
+    errors: list[str] = []
+    written = 0
+    try:
+        cache = ReplyCache(directory)
+        start.wait(timeout=60)
+        for i in range(rows):
+            try:
+                cache.put(f"proc{worker}-row{i}",
+                          Reply(text=f"{REPLY_CORRECT} ({worker}/{i})", usage={"prompt_tokens": i}),
+                          "openai:gpt-4-turbo-2024-04-09")
+                written += 1
+            except Exception as exc:  # noqa: BLE001 - reported to the parent
+                errors.append(f"{type(exc).__name__}: {exc}")
+        cache.close()
+    except Exception as exc:  # noqa: BLE001
+        errors.append(f"{type(exc).__name__}: {exc}")
+    results.put((worker, written, errors))

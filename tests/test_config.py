@@ -1,0 +1,240 @@
+"""resolve_settings: four layers, coercion of strings, and the rejections that protect a run.
+
+Every call passes ``environ=`` explicitly: the real process environment is never read.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lm_eval_mathjudge.config import (
+    DEFAULT_EXACT_MATCH_MODEL,
+    DEFAULT_VLM_MODEL,
+    JudgeSettings,
+    resolve_settings,
+)
+from lm_eval_mathjudge.errors import ConfigError
+
+CANARY = "sk-canary-0123456789abcdef"
+
+# ---------------------------------------------------------------------- precedence
+
+PRECEDENCE = [
+    # judge, yaml settings, env, metadata, expected attributes
+    pytest.param("exact_match", None, {}, None,
+                 {"backend": "openai", "model": DEFAULT_EXACT_MATCH_MODEL, "concurrency": 16,
+                  "max_tokens": 1024, "max_retries": 6, "cache": True, "base_url": None},
+                 id="built-in-defaults"),
+    pytest.param("vlm", None, {}, None,
+                 {"backend": "gemini", "model": DEFAULT_VLM_MODEL, "max_tokens": 8192},
+                 id="vlm-defaults"),
+    pytest.param("exact_match", {"concurrency": 8, "model": "gpt-4o-2024-08-06"}, {}, None,
+                 {"concurrency": 8, "model": "gpt-4o-2024-08-06"},
+                 id="yaml-over-defaults"),
+    pytest.param("vlm", {"max_tokens": 4096}, {}, None, {"max_tokens": 4096},
+                 id="yaml-over-judge-default"),
+    pytest.param("exact_match", {"concurrency": 8}, {"MATHJUDGE_CONCURRENCY": "32"}, None,
+                 {"concurrency": 32},
+                 id="env-over-yaml"),
+    pytest.param("exact_match", {"concurrency": 8}, {"MATHJUDGE_CONCURRENCY": "32"},
+                 {"judge_concurrency": 4}, {"concurrency": 4},
+                 id="metadata-over-env"),
+    pytest.param("exact_match", None, {"MATHJUDGE_MODEL": "gpt-4o-mini"},
+                 {"judge_model": "gpt-4.1-2025-04-14"}, {"model": "gpt-4.1-2025-04-14"},
+                 id="metadata-model-over-env-model"),
+    pytest.param("exact_match", {"timeout": 30}, {"MATHJUDGE_CONCURRENCY": ""}, None,
+                 {"concurrency": 16, "timeout": 30.0},
+                 id="empty-env-value-ignored"),
+    pytest.param("exact_match", {"rpm": 500},
+                 {"MATHJUDGE_RPM": "100", "MATHJUDGE_BASE_URL": "http://127.0.0.1:8000/v1"},
+                 {"judge_max_retries": 2},
+                 {"rpm": 100.0, "base_url": "http://127.0.0.1:8000/v1", "max_retries": 2,
+                  "model": DEFAULT_EXACT_MATCH_MODEL},
+                 id="layers-mix-per-field"),
+    pytest.param("exact_match", None, {"MATHJUDGE_CACHE_DIR": "/tmp/judge-cache"}, None,
+                 {"cache_dir": "/tmp/judge-cache"}, id="env-cache-dir"),
+    pytest.param("exact_match", None, {"OPENAI_MODEL": "x", "MATHJUDGE": "y", "concurrency": "2"},
+                 {"pretrained": "Qwen/Qwen2.5-Math-7B", "max_gen_toks": 2048},
+                 {"concurrency": 16, "model": DEFAULT_EXACT_MATCH_MODEL},
+                 id="unrelated-env-and-metadata-ignored"),
+    pytest.param("exact_match", None, {}, {"judge_base_url": None}, {"base_url": None},
+                 id="metadata-none-base-url"),
+]
+
+
+@pytest.mark.parametrize("judge, yaml_settings, env, metadata, expected", PRECEDENCE)
+def test_precedence(judge, yaml_settings, env, metadata, expected):
+    settings = resolve_settings(judge, yaml_settings, metadata, environ=env)
+    assert {name: getattr(settings, name) for name in expected} == expected
+
+
+# ------------------------------------------------------------------------ coercion
+
+COERCION = [
+    # layer, name, raw value, expected value (and type)
+    pytest.param("env", "concurrency", "32", 32, id="env-int"),
+    pytest.param("env", "cache", "false", False, id="env-false"),
+    pytest.param("env", "cache", "0", False, id="env-zero-false"),
+    pytest.param("env", "cache", " Off ", False, id="env-off-padded"),
+    pytest.param("env", "cache", "TRUE", True, id="env-true-upper"),
+    pytest.param("env", "timeout", "0.5", 0.5, id="env-float"),
+    pytest.param("env", "temperature", "0", 0.0, id="env-float-from-int-text"),
+    pytest.param("meta", "max_retries", "2", 2, id="meta-int-from-model-args"),
+    pytest.param("meta", "cache", "false", False, id="meta-false"),
+    pytest.param("meta", "cache", "yes", True, id="meta-yes"),
+    pytest.param("meta", "cache", False, False, id="meta-real-bool"),
+    pytest.param("meta", "rpm", 600, 600.0, id="meta-int-into-float"),
+    pytest.param("meta", "max_tokens", 512, 512, id="meta-real-int"),
+    pytest.param("yaml", "temperature", 1, 1.0, id="yaml-int-into-float"),
+    pytest.param("yaml", "base_url", "http://localhost:8000/v1", "http://localhost:8000/v1", id="yaml-str"),
+]
+
+
+def layered(layer: str, name: str, value):
+    yaml_settings = {name: value} if layer == "yaml" else None
+    env = {f"MATHJUDGE_{name.upper()}": value} if layer == "env" else {}
+    metadata = {f"judge_{name}": value} if layer == "meta" else None
+    return yaml_settings, metadata, env
+
+
+@pytest.mark.parametrize("layer, name, raw, expected", COERCION)
+def test_coercion(layer, name, raw, expected):
+    yaml_settings, metadata, env = layered(layer, name, raw)
+    value = getattr(resolve_settings("exact_match", yaml_settings, metadata, environ=env), name)
+    assert value == expected
+    assert type(value) is type(expected)
+
+
+@pytest.mark.parametrize("layer, name, raw", [
+    pytest.param("env", "concurrency", "many", id="env-int-word"),
+    pytest.param("env", "concurrency", "32.5", id="env-int-fraction"),
+    pytest.param("env", "cache", "maybe", id="env-bool-word"),
+    pytest.param("meta", "timeout", "fast", id="meta-float-word"),
+    pytest.param("meta", "cache", "2", id="meta-bool-two"),
+])
+def test_uncoercible_value_is_a_config_error(layer, name, raw):
+    yaml_settings, metadata, env = layered(layer, name, raw)
+    with pytest.raises(ConfigError, match=name):
+        resolve_settings("exact_match", yaml_settings, metadata, environ=env)
+
+
+# -------------------------------------------------------------------- local backend
+
+@pytest.mark.parametrize("yaml_settings, env, metadata", [
+    pytest.param(None, {}, {"judge_backend": "local"}, id="metadata"),
+    pytest.param(None, {"MATHJUDGE_BACKEND": "local"}, None, id="env"),
+    pytest.param({"backend": "local"}, {}, None, id="yaml"),
+    pytest.param(None, {"MATHJUDGE_MODEL": "gpt-4o"}, {"judge_backend": "local", "judge_model": "gpt-4o"},
+                 id="explicit-model-overridden"),
+])
+def test_local_backend_forces_math_verify(yaml_settings, env, metadata):
+    settings = resolve_settings("exact_match", yaml_settings, metadata, environ=env)
+    assert (settings.backend, settings.model) == ("local", "math-verify")
+
+
+def test_metadata_can_switch_a_local_yaml_back_to_openai():
+    settings = resolve_settings("exact_match", {"backend": "local"}, {"judge_backend": "openai"}, environ={})
+    assert (settings.backend, settings.model) == ("openai", DEFAULT_EXACT_MATCH_MODEL)
+
+
+# ----------------------------------------------------------------------- rejections
+
+def test_unknown_metadata_key_is_rejected_with_the_known_names():
+    with pytest.raises(ConfigError) as caught:
+        resolve_settings("exact_match", None, {"judge_concurency": 4}, environ={})
+    message = str(caught.value)
+    assert "judge_concurency" in message
+    assert "--metadata" in message
+    assert "judge_concurrency" in message  # the list of known names shows the right spelling
+
+
+def test_unknown_yaml_key_is_rejected():
+    with pytest.raises(ConfigError, match=r"mathjudge\.settings.*retries"):
+        resolve_settings("exact_match", {"retries": 3}, None, environ={})
+
+
+CREDENTIAL_KEYS = [
+    pytest.param(None, {"judge_api_key": CANARY}, "judge_api_key", id="meta-api-key"),
+    pytest.param(None, {"judge_openai_api_key": CANARY}, "judge_openai_api_key", id="meta-openai-api-key"),
+    pytest.param(None, {"judge_token": CANARY}, "judge_token", id="meta-token"),
+    pytest.param(None, {"judge_client_secret": CANARY}, "judge_client_secret", id="meta-secret"),
+    pytest.param(None, {"judge_password": CANARY}, "judge_password", id="meta-password"),
+    pytest.param(None, {"judge_API_KEY": CANARY}, "judge_API_KEY", id="meta-upper-case"),
+    pytest.param({"api_key": CANARY}, None, "api_key", id="yaml-api-key"),
+    pytest.param({"credentials": CANARY}, None, "credentials", id="yaml-credentials"),
+]
+
+
+@pytest.mark.parametrize("yaml_settings, metadata, key", CREDENTIAL_KEYS)
+def test_credential_keys_are_rejected_without_echoing_the_value(yaml_settings, metadata, key):
+    with pytest.raises(ConfigError) as caught:
+        resolve_settings("exact_match", yaml_settings, metadata, environ={})
+    message = str(caught.value)
+    assert key in message
+    assert "OPENAI_API_KEY" in message  # says where the key belongs instead
+    assert CANARY not in message
+    assert "canary" not in message
+
+
+def test_credential_key_rejected_even_next_to_valid_settings():
+    with pytest.raises(ConfigError) as caught:
+        resolve_settings("exact_match", {"concurrency": 4}, {"judge_model": "gpt-4o", "judge_api_key": CANARY},
+                         environ={"MATHJUDGE_CONCURRENCY": "8"})
+    assert CANARY not in str(caught.value)
+
+
+REJECTED_VALUES = [
+    pytest.param({"judge_backend": "anthropic"}, {}, r"backend 'anthropic' is unknown.*openai", id="bad-backend"),
+    pytest.param(None, {"MATHJUDGE_BACKEND": "OpenAI"}, r"unknown", id="backend-is-case-sensitive"),
+    pytest.param({"judge_concurrency": 0}, {}, r"concurrency must be at least 1", id="concurrency-zero"),
+    pytest.param(None, {"MATHJUDGE_CONCURRENCY": "0"}, r"concurrency must be at least 1", id="env-concurrency-zero"),
+    pytest.param({"judge_concurrency": "-3"}, {}, r"concurrency", id="concurrency-negative"),
+    pytest.param({"judge_max_retries": -1}, {}, r"max_retries", id="negative-retries"),
+    pytest.param({"judge_timeout": 0}, {}, r"timeout", id="zero-timeout"),
+    pytest.param({"judge_max_tokens": 0}, {}, r"max_tokens", id="zero-max-tokens"),
+    pytest.param({"judge_rpm": -60}, {}, r"rpm", id="negative-rpm"),
+]
+
+
+@pytest.mark.parametrize("metadata, env, pattern", REJECTED_VALUES)
+def test_invalid_values_are_rejected(metadata, env, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        resolve_settings("exact_match", None, metadata, environ=env)
+
+
+@pytest.mark.parametrize("layer, name", [
+    pytest.param("meta", "max_tokens", id="meta"),
+    pytest.param("yaml", "max_tokens", id="yaml"),
+])
+def test_max_tokens_is_not_mistaken_for_a_credential(layer, name):
+    # Regression: "max_tokens" contains "token", one of the credential hints.
+    yaml_settings, metadata, env = layered(layer, name, 2048)
+    assert resolve_settings("vlm", yaml_settings, metadata, environ=env).max_tokens == 2048
+
+
+@pytest.mark.parametrize("yaml_settings", [
+    pytest.param({"concurrency": None}, id="int"),
+    pytest.param({"cache": None}, id="bool"),
+    pytest.param({"timeout": None}, id="float"),
+    pytest.param({"model": None}, id="str"),
+])
+def test_empty_yaml_value_for_a_required_setting_is_a_config_error(yaml_settings):
+    # `concurrency:` with nothing after it loads as None; it must not become a TypeError
+    # later, nor cache=None (silently off).
+    (name,) = yaml_settings
+    with pytest.raises(ConfigError, match=f"{name} has no value"):
+        resolve_settings("exact_match", yaml_settings, None, environ={})
+
+
+def test_config_error_is_also_a_value_error():
+    with pytest.raises(ValueError):
+        JudgeSettings(concurrency=0)
+
+
+def test_settings_are_frozen_and_public_has_every_field():
+    settings = resolve_settings("exact_match", None, None, environ={})
+    with pytest.raises(AttributeError):
+        settings.concurrency = 2  # type: ignore[misc]
+    assert set(settings.public()) == {
+        "backend", "model", "base_url", "temperature", "max_tokens", "concurrency", "rpm",
+        "timeout", "max_retries", "cache", "cache_dir"}

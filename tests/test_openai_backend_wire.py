@@ -1,0 +1,299 @@
+"""Wire-level: the real openai SDK inside OpenAIChatBackend + JudgeClient, against a loopback server.
+
+Nothing here mocks the SDK: requests travel over HTTP to ChatCompletionsServer on
+127.0.0.1, which replies like api.openai.com (error bodies, Retry-After, usage).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import time
+
+import pytest
+
+from lm_eval_mathjudge import client as client_module
+from lm_eval_mathjudge.backends.openai_chat import OpenAIChatBackend
+from lm_eval_mathjudge.cache import ReplyCache
+from lm_eval_mathjudge.client import JudgeClient
+from lm_eval_mathjudge.config import JudgeSettings
+from lm_eval_mathjudge.errors import FatalJudgeError, TransientJudgeError
+from lm_eval_mathjudge.judges import EXACT_MATCH
+from lm_eval_mathjudge.parsing import parse_exact_match
+from lm_eval_mathjudge.prompts import load
+from lm_eval_mathjudge.retry import RetryPolicy
+from tests.loopback import ChatCompletionsServer
+
+CANARY = "sk-canary-0123456789abcdef"
+MODEL = "gpt-4-turbo-2024-04-09"
+
+DOC = {
+    "mj_question": ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes "
+                    "muffins for her friends every day with four. She sells the remainder at the farmers' "
+                    "market daily for $2 per fresh duck egg. How much in dollars does she make every day at "
+                    "the farmers' market?"),
+    "mj_reference": ("Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\n"
+                     "She makes 9 * 2 = $<<9*2=18>>18 every day at the farmer's market.\n#### 18"),
+    "mj_answer": "18",
+}
+
+
+def student(answer: int, variant: int = 0) -> str:
+    return (f"Janet has 16 - 3 - 4 = 9 eggs left to sell (attempt {variant}).\n"
+            f"She makes 9 * 2 = {answer} dollars.\nThe answer is $\\boxed{{{answer}}}$.")
+
+
+def request(answer: int = 18, variant: int = 0):
+    return EXACT_MATCH.request(DOC, student(answer, variant))
+
+
+_SECTION = re.compile(r"### Student's solution\n(?P<student>.*?)\n\n### How to grade", re.S)
+
+
+def judge_like_gpt4(body: dict) -> str:
+    """A judge that reads the rendered prompt and answers in the contract's two lines."""
+    prompt = body["messages"][0]["content"]
+    answer = re.findall(r"\d+", _SECTION.search(prompt)["student"])[-1]
+    if answer == "18":
+        return ("Error Analysis: The student's final answer of 18 matches the reference answer of 18.\n"
+                "Final Verdict: Correct")
+    return (f"Error Analysis: The student's final answer of {answer} does not match the reference "
+            "answer of 18.\nFinal Verdict: Incorrect")
+
+
+@pytest.fixture(autouse=True)
+def sdk_env(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    for name in ("OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "HTTP_PROXY", "HTTPS_PROXY",
+                 "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    # JudgeClient builds RetryPolicy(max_retries=...) itself: keep the backoff short.
+    # (Retry-After still wins over it, as in production.)
+    monkeypatch.setattr(client_module, "RetryPolicy", functools.partial(RetryPolicy, base_delay=0.01))
+
+
+@pytest.fixture
+def server():
+    with ChatCompletionsServer(responder=judge_like_gpt4) as srv:
+        yield srv
+
+
+def settings(server: ChatCompletionsServer, **overrides) -> JudgeSettings:
+    base = {"backend": "openai", "model": MODEL, "base_url": server.url, "cache": False,
+            "concurrency": 4, "max_retries": 3, "timeout": 10.0}
+    return JudgeSettings(**{**base, **overrides})
+
+
+def judge(server, requests, store=None, **overrides):
+    backend = OpenAIChatBackend(settings(server, **overrides))
+    client = JudgeClient(backend, parse_exact_match, settings(server, **overrides),
+                         load("exact_match").version, store, progress=False)
+    try:
+        t0 = time.monotonic()
+        outcomes = client.judge_all(requests)
+        return client, outcomes, time.monotonic() - t0
+    finally:
+        backend.close()
+
+
+def texts(client, outcomes) -> str:
+    """Every message a user could see from this run."""
+    parts = [str(client.fatal_error or "")] + [o.error or "" for o in outcomes]
+    return "\n".join(parts)
+
+
+# ------------------------------------------------------------------------- happy path
+
+def test_request_on_the_wire(server):
+    req = request(18)
+    client, [outcome], _ = judge(server, [req])
+    assert outcome.verdict.correct is True
+    assert "matches the reference answer of 18" in outcome.verdict.analysis
+    assert server.call_count == 1
+    sent = server.requests[0]
+    assert sent.path == "/v1/chat/completions"
+    assert sent.headers["authorization"] == f"Bearer {CANARY}"
+    assert sent.body["model"] == MODEL
+    assert sent.body["temperature"] == 0
+    assert sent.body["max_tokens"] == 1024
+    assert sent.body["messages"] == [{"role": "user", "content": req.prompt}]
+    assert "She makes 9 * 2 = 18 dollars." in req.prompt and "#### 18" in req.prompt
+    assert CANARY not in json.dumps(client.identity)
+    assert client.identity["endpoint"] == server.url
+
+
+def test_verdicts_and_usage(server):
+    requests = [request(18, 0), request(16, 1), request(18, 2)]
+    client, outcomes, _ = judge(server, requests)
+    assert [o.verdict.correct for o in outcomes] == [True, False, True]
+    assert all(o.usage["total_tokens"] == o.usage["prompt_tokens"] + o.usage["completion_tokens"] > 0
+               for o in outcomes)
+    for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        assert client.stats.usage[name] == sum(o.usage[name] for o in outcomes)
+    assert client.stats.calls == 3
+
+
+def test_usage_reported_by_the_server_is_summed(server):
+    server.responder = lambda body: {"content": judge_like_gpt4(body),
+                                     "usage": {"prompt_tokens": 411, "completion_tokens": 24, "total_tokens": 435}}
+    client, _, _ = judge(server, [request(18, i) for i in range(5)])
+    assert client.stats.usage == {"prompt_tokens": 5 * 411, "completion_tokens": 5 * 24, "total_tokens": 5 * 435}
+
+
+def test_second_run_is_served_from_the_cache(server, tmp_path):
+    requests = [request(18, i) for i in range(6)]
+    cache = ReplyCache(str(tmp_path))
+    try:
+        judge(server, requests, cache, cache=True, cache_dir=str(tmp_path))
+        server.reset()
+        client, outcomes, _ = judge(server, requests, cache, cache=True, cache_dir=str(tmp_path))
+    finally:
+        cache.close()
+    assert server.call_count == 0
+    assert all(o.cached and o.verdict.correct for o in outcomes)
+
+
+# --------------------------------------------------------------------- transient faults
+
+def test_429_honours_retry_after(server):
+    server.inject(status=429, headers={"Retry-After": "1"})
+    client, [outcome], elapsed = judge(server, [request(18)])
+    assert outcome.verdict.correct is True
+    assert server.call_count == 2
+    assert client.stats.retries == 1
+    assert elapsed >= 0.95  # waited what the server asked, not the 0.01 s backoff
+
+
+def test_500_twice_then_success(server):
+    server.inject(status=500, times=2)
+    client, [outcome], _ = judge(server, [request(16)])
+    assert outcome.verdict.correct is False
+    assert server.call_count == 3
+    assert client.stats.retries == 2
+
+
+def test_slow_reply_is_retried_as_a_timeout(server, caplog):
+    server.inject(delay=2)
+    client, [outcome], elapsed = judge(server, [request(18)], timeout=0.5)
+    assert outcome.verdict.correct is True
+    assert server.call_count == 2
+    assert client.stats.retries == 1
+    assert 0.5 <= elapsed < 2.0  # gave up on the slow attempt instead of waiting for it
+    assert any("timed out after 0.5s" in r.getMessage() for r in caplog.records)
+
+
+def test_garbage_200_is_retried_as_bad_response(server, caplog):
+    server.inject(garbage=True)
+    client, [outcome], _ = judge(server, [request(18)])
+    assert outcome.verdict.correct is True
+    assert server.call_count == 2
+    assert client.stats.retries == 1
+    assert any("no choices" in r.getMessage() or "malformed" in r.getMessage() for r in caplog.records)
+
+
+def test_retries_exhausted_is_a_transport_failure(server):
+    server.inject(status=503, times=10)
+    client, [outcome], _ = judge(server, [request(18)], max_retries=2)
+    assert server.call_count == 3
+    assert outcome.transport_failed and outcome.failure == "http_503"
+    assert "HTTP 503" in outcome.error
+    assert client.fatal_error is None
+
+
+# ------------------------------------------------------------------------ fatal faults
+
+def test_401_stops_the_run_after_one_round_of_calls(server):
+    server.latency = 0.05
+    server.responder = lambda body: {"status": 401, "content": f"Incorrect API key provided: {CANARY}. You can "
+                                     "find your API key at https://platform.openai.com/account/api-keys."}
+    client, outcomes, _ = judge(server, [request(18, i) for i in range(20)], concurrency=4)
+    assert 1 <= server.call_count <= 4  # at most the calls already in flight
+    assert isinstance(client.fatal_error, FatalJudgeError)
+    assert client.fatal_error.status == 401
+    assert client.stats.retries == 0
+    failures = [o.failure for o in outcomes]
+    assert set(failures) <= {"http_401", "aborted"}
+    assert failures.count("aborted") >= 16
+    message = texts(client, outcomes)
+    assert "401" in str(client.fatal_error)
+    assert "check the API key variable" in str(client.fatal_error)
+    assert CANARY not in message
+    assert "0123456789abcdef" not in message
+    assert "Incorrect API key provided: ***" in str(client.fatal_error)
+
+
+def test_partially_masked_key_in_server_message_is_redacted(server):
+    # What api.openai.com actually sends: the key with its middle starred out.
+    server.responder = lambda body: {"status": 401,
+                                     "content": "Incorrect API key provided: sk-canar*************cdef."}
+    client, outcomes, _ = judge(server, [request(18)])
+    assert "sk-canar" not in texts(client, outcomes)
+    assert "cdef" not in texts(client, outcomes)
+
+
+def test_404_unknown_model_fails_fast(server):
+    server.responder = lambda body: {"status": 404, "content": f"The model `{body['model']}` does not exist "
+                                     "or you do not have access to it."}
+    client, outcomes, elapsed = judge(server, [request(18, i) for i in range(5)], concurrency=1)
+    assert server.call_count == 1
+    assert elapsed < 1.0
+    assert [o.failure for o in outcomes] == ["http_404"] + ["aborted"] * 4
+    assert MODEL in outcomes[0].error
+    assert "check the judge model name" in outcomes[0].error
+
+
+# ---------------------------------------------------------------- backend error mapping
+
+BACKEND_FAULTS = [
+    # inject() kwargs, error class, kind, status, retry_after
+    pytest.param({"status": 429, "headers": {"Retry-After": "1"}}, TransientJudgeError, "rate_limited", 429, 1.0,
+                 id="429-retry-after"),
+    pytest.param({"status": 429, "headers": {"retry-after-ms": "250"}}, TransientJudgeError, "rate_limited", 429,
+                 0.25, id="429-retry-after-ms"),
+    pytest.param({"status": 429}, TransientJudgeError, "rate_limited", 429, None, id="429-no-header"),
+    pytest.param({"status": 408}, TransientJudgeError, "http_408", 408, None, id="408"),
+    pytest.param({"status": 500}, TransientJudgeError, "http_500", 500, None, id="500"),
+    pytest.param({"status": 502}, TransientJudgeError, "http_502", 502, None, id="502"),
+    pytest.param({"status": 503, "headers": {"Retry-After": "2"}}, TransientJudgeError, "http_503", 503, 2.0,
+                 id="503-retry-after"),
+    pytest.param({"garbage": True}, TransientJudgeError, "bad_response", None, None, id="garbage-200"),
+    pytest.param({"drop": True}, TransientJudgeError, "connection", None, None, id="dropped-connection"),
+    pytest.param({"delay": 2}, TransientJudgeError, "timeout", None, None, id="timeout"),
+    pytest.param({"status": 400}, FatalJudgeError, "http_400", 400, None, id="400"),
+    pytest.param({"status": 401}, FatalJudgeError, "http_401", 401, None, id="401"),
+    pytest.param({"status": 403}, FatalJudgeError, "http_403", 403, None, id="403"),
+    pytest.param({"status": 404}, FatalJudgeError, "http_404", 404, None, id="404"),
+]
+
+
+@pytest.mark.parametrize("fault, error_class, kind, status, retry_after", BACKEND_FAULTS)
+def test_backend_maps_wire_faults(server, fault, error_class, kind, status, retry_after):
+    server.inject(**fault)
+    backend = OpenAIChatBackend(settings(server, timeout=0.5))
+    try:
+        with pytest.raises(error_class) as caught:
+            backend.complete(request(18))
+        assert backend.complete(request(18)).text.endswith("Final Verdict: Correct")  # fault consumed
+    finally:
+        backend.close()
+    assert caught.value.kind == kind
+    assert caught.value.status == status
+    assert caught.value.retry_after == (pytest.approx(retry_after) if retry_after is not None else None)
+    assert server.call_count == 2  # no hidden SDK retries
+    if status:
+        assert str(status) in str(caught.value)
+    assert CANARY not in str(caught.value)
+
+
+# ------------------------------------------------------------------------ concurrency
+
+def test_concurrent_calls_overlap_up_to_the_limit(server):
+    server.latency = 0.3
+    client, outcomes, elapsed = judge(server, [request(18 if i % 3 else 17, i) for i in range(32)],
+                                      concurrency=16)
+    assert server.call_count == 32
+    assert elapsed < 32 * 0.3 / 4  # serial: 9.6 s; ideal: 0.6 s
+    assert 2 <= server.max_in_flight <= 16
+    assert [o.verdict.correct for o in outcomes] == [bool(i % 3) for i in range(32)]
+    assert client.stats.usage["total_tokens"] == sum(o.usage["total_tokens"] for o in outcomes)
