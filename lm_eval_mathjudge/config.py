@@ -8,6 +8,10 @@ Precedence, lowest to highest (README, "Settings"):
 4. ``judge_<name>`` keys of ``--metadata`` (or ``--model_args``, which lm-eval
    merges into metadata; ``--metadata`` wins there).
 
+Within layers 3 and 4 a judge-scoped name (``MATHJUDGE_VLM_MODEL``,
+``vlm_judge_model``; scopes ``gpt4em`` and ``vlm``) beats the generic one, so
+one run can give the two judges different backends.
+
 API keys are deliberately not settings: lm-eval writes metadata to disk, so
 keys come from the SDKs' own environment variables only, and a metadata key
 that looks like a credential is rejected before anything runs.
@@ -32,6 +36,7 @@ DEFAULT_VLM_MODEL = "gemini-2.5-pro"
 
 BACKENDS = ("openai", "azure", "local", "gemini")
 ENV_PREFIX = "MATHJUDGE_"
+SCOPES = {"exact_match": "gpt4em", "vlm": "vlm"}  # judge -> prefix of its own settings
 OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD", "MATHJUDGE_TEST_DATA")  # read elsewhere
 MAX_RETRIES_LIMIT = 20
 META_PREFIX = "judge_"
@@ -85,7 +90,7 @@ def resolve_settings(judge: str, yaml_settings: Mapping[str, Any] | None,
     """Merge the four layers into a validated JudgeSettings."""
     environ = os.environ if environ is None else environ
     layers = [JUDGE_DEFAULTS[judge], _check_names(dict(yaml_settings or {}), "the task YAML's mathjudge.settings"),
-              _from_env(environ), _from_metadata(metadata or {})]
+              _from_env(environ, judge), _from_metadata(metadata or {}, judge)]
     merged: dict[str, Any] = {}
     for layer in layers:
         merged.update(layer)
@@ -94,18 +99,28 @@ def resolve_settings(judge: str, yaml_settings: Mapping[str, Any] | None,
     return JudgeSettings(**{k: _coerce(k, v) for k, v in merged.items()})
 
 
-def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
-    known = {ENV_PREFIX + name.upper() for name in _FIELDS} | set(OTHER_ENV)
+def _env_prefixes(judge: str) -> list[str]:
+    return [ENV_PREFIX, f"{ENV_PREFIX}{SCOPES[judge].upper()}_"]  # generic first: scoped wins
+
+
+def _from_env(environ: Mapping[str, str], judge: str) -> dict[str, Any]:
+    every = [p for j in SCOPES for p in _env_prefixes(j)]
+    known = {p + name.upper() for p in every for name in _FIELDS} | set(OTHER_ENV)
     for var in sorted(v for v in environ if v.startswith(ENV_PREFIX) and v not in known):
-        log.warning("ignoring unknown environment variable %s (judge settings: %s)", var,
-                    ", ".join(sorted(known - set(OTHER_ENV))))
-    return {name: environ[ENV_PREFIX + name.upper()] for name in _FIELDS
-            if environ.get(ENV_PREFIX + name.upper(), "") != ""}
+        log.warning("ignoring unknown environment variable %s (judge settings are MATHJUDGE_<NAME> "
+                    "or MATHJUDGE_<GPT4EM|VLM>_<NAME> with NAME one of %s)", var, ", ".join(_FIELDS).upper())
+    return {name: environ[p + name.upper()] for p in _env_prefixes(judge) for name in _FIELDS
+            if environ.get(p + name.upper(), "") != ""}
 
 
-def _from_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    found = {k[len(META_PREFIX):]: v for k, v in metadata.items() if k.startswith(META_PREFIX)}
-    return _check_names(found, "--metadata", prefix=META_PREFIX)
+def _from_metadata(metadata: Mapping[str, Any], judge: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for prefix in [META_PREFIX] + [f"{scope}_{META_PREFIX}" for scope in SCOPES.values()]:
+        values = {k[len(prefix):]: v for k, v in metadata.items() if k.startswith(prefix)}
+        _check_names(values, "--metadata", prefix=prefix)  # every judge's keys, to catch typos early
+        if prefix in (META_PREFIX, f"{SCOPES[judge]}_{META_PREFIX}"):
+            found.update(values)  # generic first, then this judge's own
+    return found
 
 
 def _check_names(values: dict[str, Any], where: str, prefix: str = "") -> dict[str, Any]:

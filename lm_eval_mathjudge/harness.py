@@ -30,10 +30,10 @@ from . import backends, data, prompts
 from .cache import ReplyCache
 from .client import JudgeClient
 from .config import JudgeSettings, resolve_settings
-from .errors import ConfigError, JudgeRunError
+from .errors import ConfigError, JudgeRunError, MediaError
 from .judges import JUDGE_FAILED, JUDGES, Judge
 from .replay import REPLAY_MODEL as REPLAY, save_generations
-from .types import Outcome
+from .types import JudgeRequest, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -112,17 +112,27 @@ class JudgedTask(ConfigurableTask):
         try:
             client = JudgeClient(backend, self._judge.parse, self._settings,
                                  prompts.load(self._judge.template).version, cache)
-            requests = [self._judge.request(doc, response) for doc, response in pairs]
-            outcomes = client.judge_all(requests, desc=f"judging {self.config.task}")
-            self._run_stats = client.stats.as_dict()
-            self.config.metadata["judge"]["run"] = self._run_stats
-            log.info("%s: %s", self.config.task, self._run_stats)
+            built = [self._build_request(doc, response) for doc, response in pairs]
+            todo = [item for item in built if isinstance(item, JudgeRequest)]
+            judged = iter(client.judge_all(todo, desc=f"judging {self.config.task}"))
+            outcomes = [next(judged) if isinstance(item, JudgeRequest) else item for item in built]
+            client.stats.failures.update(o.failure for o in built if isinstance(o, Outcome))
+            stats = client.stats.as_dict()
+            self.config.metadata["judge"]["run"] = stats
+            log.info("%s: %s", self.config.task, stats)
             self._fatal = client.fatal_error
             return outcomes
         finally:
             backend.close()
             if cache is not None:
                 cache.close()
+
+    def _build_request(self, doc: dict, response: str) -> JudgeRequest | Outcome:
+        try:
+            return self._judge.request(doc, response)
+        except MediaError as exc:  # the output names media that cannot be sent: this sample only
+            log.warning("%s: %s", self.config.task, exc)
+            return Outcome(failure="media", error=str(exc))
 
     def _record(self, response: str, outcome: Outcome) -> dict[str, Any]:
         """What --log_samples shows for one judged response (as a JSON string)."""

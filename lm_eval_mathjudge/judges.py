@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from . import parsing, prompts
+from .media import load_media, media_reference
 from .types import JudgeRequest
 
 JUDGE_FAILED = "judge_failed"
@@ -52,4 +53,25 @@ EXACT_MATCH = Judge(
     build=_exact_match_request,
 )
 
-JUDGES: dict[str, Judge] = {EXACT_MATCH.name: EXACT_MATCH}
+def _vlm_request(template: prompts.Template, doc: Mapping[str, Any], response: str) -> JudgeRequest:
+    """The protocol's single message: the filled prompt, then the output (text, or media instead)."""
+    prompt = template.render(solution_text=doc["mj_reference"])
+    fields = {"question": doc["mj_question"], "reference": doc["mj_reference"], "answer": doc["mj_answer"],
+              "response": response}
+    reference = media_reference(response)
+    if reference is not None:  # raises MediaError naming the file: a counted per-sample failure
+        return JudgeRequest(prompt=prompt, media=(load_media(reference),), fields=fields)
+    return JudgeRequest(prompt=prompt, output_text=response, fields=fields)
+
+
+VLM = Judge(
+    name="vlm",
+    template="vlm_judge",
+    parse=parsing.parse_vlm,
+    metrics=lambda v: {"final_correct": float(v.final_correct), "intermediate_correct": float(v.intermediate_correct),
+                       "action_reflection": float(v.action_reflection)},
+    metric_names=("final_correct", "intermediate_correct", "action_reflection"),
+    build=_vlm_request,
+)
+
+JUDGES: dict[str, Judge] = {judge.name: judge for judge in (EXACT_MATCH, VLM)}

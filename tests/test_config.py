@@ -238,3 +238,31 @@ def test_settings_are_frozen_and_public_has_every_field():
     assert set(settings.public()) == {
         "backend", "model", "base_url", "temperature", "max_tokens", "concurrency", "rpm",
         "timeout", "max_retries", "cache", "cache_dir"}
+
+
+# ---------------------------------------------------------------- judge-scoped settings
+@pytest.mark.parametrize("judge, metadata, environ, expected", [
+    pytest.param("vlm", {"judge_model": "generic", "vlm_judge_model": "scoped"}, {}, ("gemini", "scoped"),
+                 id="scoped-metadata-beats-generic"),
+    pytest.param("exact_match", {"judge_model": "generic", "vlm_judge_model": "scoped"}, {}, ("openai", "generic"),
+                 id="other-judges-scope-ignored"),
+    pytest.param("vlm", {}, {"MATHJUDGE_MODEL": "generic", "MATHJUDGE_VLM_MODEL": "scoped"}, ("gemini", "scoped"),
+                 id="scoped-env-beats-generic-env"),
+    pytest.param("exact_match", {"judge_model": "meta"}, {"MATHJUDGE_GPT4EM_MODEL": "env"}, ("openai", "meta"),
+                 id="metadata-beats-scoped-env"),
+    pytest.param("vlm", {"vlm_judge_backend": "openai"}, {}, ("openai", "gemini-2.5-pro"),
+                 id="vlm-on-an-openai-compatible-server"),
+])
+def test_judge_scoped_settings(judge, metadata, environ, expected):
+    settings = resolve_settings(judge, None, metadata, environ=environ)
+    assert (settings.backend, settings.model) == expected
+
+
+def test_scoped_typos_are_rejected_even_for_the_other_judge():
+    with pytest.raises(ConfigError, match="vlm_judge_modle"):
+        resolve_settings("exact_match", None, {"vlm_judge_modle": "x"}, environ={})
+
+
+def test_unknown_mathjudge_variables_are_reported(caplog):
+    resolve_settings("exact_match", None, None, environ={"MATHJUDGE_CONCURENCY": "4"})
+    assert "MATHJUDGE_CONCURENCY" in caplog.text

@@ -107,15 +107,20 @@ def _public_url(url: str) -> str:
 
 
 def _content(request: JudgeRequest) -> Any:
-    if not request.media:
+    if not request.media and request.output_text is None:
         return request.prompt
-    return [{"type": "text", "text": request.prompt}, *(_image_part(m) for m in request.media)]
+    parts = [{"type": "text", "text": request.prompt}]
+    if request.output_text is not None:
+        parts.append({"type": "text", "text": request.output_text})
+    return parts + [_image_part(m) for m in request.media]
 
 
 def _image_part(media: Media) -> dict[str, Any]:
-    if not media.mime_type.startswith("image/"):
-        raise MediaError(f"{media.path}: the openai judge backend cannot watch video ({media.mime_type}); "
-                         "judge video outputs with the gemini backend")
-    with open(media.path, "rb") as fh:
-        data = base64.b64encode(fh.read()).decode("ascii")
+    if media.is_video:
+        raise MediaError(f"{media.source}: the openai judge backend cannot watch video ({media.mime_type}); "
+                         "judge video outputs with judge_backend=gemini")
+    try:
+        data = base64.b64encode(media.read()).decode("ascii")
+    except OSError as exc:
+        raise MediaError(f"{media.source}: cannot read it ({exc.strerror or exc})") from None
     return {"type": "image_url", "image_url": {"url": f"data:{media.mime_type};base64,{data}"}}

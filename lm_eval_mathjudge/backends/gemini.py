@@ -1,0 +1,277 @@
+"""Gemini (Developer API or Vertex AI) through the official google-genai SDK.
+
+The SDK reads its own variables: GEMINI_API_KEY / GOOGLE_API_KEY,
+GOOGLE_GENAI_USE_VERTEXAI with GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_LOCATION,
+GOOGLE_GEMINI_BASE_URL (GOOGLE_VERTEX_BASE_URL). No key is ever passed in
+code. The SDK's retries are off (one attempt): ``retry.py`` is the only retry
+layer.
+
+Media up to ``INLINE_MAX_BYTES`` travel inline; larger ones go through the
+File API (upload, wait until ACTIVE, reference by URI, always delete).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import time
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from google import genai
+from google.auth import exceptions as auth_errors
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from ..cache import Reply
+from ..config import JudgeSettings
+from ..errors import FatalJudgeError, JudgeRefusal, MediaError, TransientJudgeError
+from ..redact import redact
+from ..retry import parse_retry_after
+from ..types import JudgeRequest, Media
+
+log = logging.getLogger(__name__)
+
+INLINE_MAX_BYTES = 15 * 1024 * 1024  # inline media above this use the File API (request limit ~20 MB)
+FILE_POLL_SECONDS = 2.0  # wait between File API state checks
+FILE_ACTIVE_TIMEOUT = 600.0  # give up on a file still PROCESSING after this long (transient)
+DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
+
+_OK_FINISH = {"STOP", "FINISH_REASON_UNSPECIFIED"}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+
+
+def _http_exceptions() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...],
+                                tuple[type[BaseException], ...]]:
+    """(timeouts, connection errors, bad URL) of whichever httpx flavour the SDK uses.
+
+    google-genai 3.x defaults to httpx2 (a fork under its own namespace), else httpx.
+    """
+    timeouts, transport, bad_url = [], [], []
+    for name in ("httpx2", "httpx"):
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        timeouts.append(module.TimeoutException)
+        transport.append(module.TransportError)  # ConnectError, RemoteProtocolError, ReadError, ...
+        bad_url += [module.UnsupportedProtocol, module.InvalidURL]
+    return tuple(timeouts), tuple(transport), tuple(bad_url)
+
+
+_TIMEOUTS, _TRANSPORT, _BAD_URL = _http_exceptions()
+
+
+def create(settings: JudgeSettings, judge: str) -> "GeminiBackend":
+    return GeminiBackend(settings)
+
+
+class GeminiBackend:
+    def __init__(self, settings: JudgeSettings):
+        self._settings = settings
+        options = types.HttpOptions(
+            timeout=max(1, int(settings.timeout * 1000)),  # milliseconds
+            retry_options=types.HttpRetryOptions(attempts=1),
+        )
+        if settings.base_url:
+            options.base_url = settings.base_url
+        try:
+            self._client = genai.Client(http_options=options)
+        except (ValueError, auth_errors.GoogleAuthError) as exc:  # no key, no project, no ADC
+            raise FatalJudgeError(redact(
+                f"cannot build the gemini client: {exc} Set GEMINI_API_KEY (or GOOGLE_API_KEY), or "
+                "GOOGLE_GENAI_USE_VERTEXAI=true with GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION "
+                "and application default credentials for Vertex AI."), kind="config") from None
+        api = getattr(self._client, "_api_client", None)
+        self._vertex = bool(getattr(api, "vertexai", False))
+        self._endpoint = self._resolve_endpoint(api)
+
+    def _resolve_endpoint(self, api: Any) -> str:
+        if self._vertex:
+            project, location = getattr(api, "project", None), getattr(api, "location", None)
+            if project or location:
+                return f"vertex:{project or '-'}/{location or 'global'}"
+        base = (getattr(getattr(api, "_http_options", None), "base_url", None) or self._settings.base_url
+                or os.environ.get("GOOGLE_GEMINI_BASE_URL") or DEFAULT_ENDPOINT)
+        return _public_url(str(base))
+
+    def identity(self) -> dict[str, Any]:
+        s = self._settings
+        return {"backend": "gemini", "model": s.model, "endpoint": self._endpoint,
+                "temperature": s.temperature, "max_tokens": s.max_tokens}
+
+    def complete(self, request: JudgeRequest) -> Reply:
+        s = self._settings
+        uploaded: list[str] = []
+        try:
+            parts = [types.Part.from_text(text=request.prompt)]
+            if request.output_text is not None:
+                parts.append(types.Part.from_text(text=request.output_text))
+            parts += [self._media_part(m, uploaded) for m in request.media]
+            response = self._client.models.generate_content(
+                model=s.model, contents=[types.Content(role="user", parts=parts)],
+                config=types.GenerateContentConfig(temperature=s.temperature, max_output_tokens=s.max_tokens))
+        except genai_errors.APIError as exc:
+            raise _status_error(exc) from None
+        except _TIMEOUTS:
+            raise TransientJudgeError(f"judge request timed out after {s.timeout:g}s", kind="timeout") from None
+        except _BAD_URL as exc:
+            raise FatalJudgeError(redact(f"bad gemini endpoint {self._endpoint}: {exc} "
+                                         "(check judge_base_url / GOOGLE_GEMINI_BASE_URL)"), kind="config") from None
+        except (*_TRANSPORT, auth_errors.TransportError) as exc:
+            raise TransientJudgeError(redact(f"cannot reach the judge: {type(exc).__name__}: {exc}"),
+                                      kind="connection") from None
+        except auth_errors.GoogleAuthError as exc:  # Vertex credentials could not be refreshed
+            raise FatalJudgeError(redact(f"gemini credentials were rejected: {exc} (check the Vertex AI "
+                                         "application default credentials)"), kind="auth") from None
+        except (ValueError, KeyError) as exc:  # a 200 whose body is not JSON / lacks the upload URL
+            raise TransientJudgeError(redact(f"malformed judge response: {exc}"[:500]),
+                                      kind="bad_response") from None
+        finally:
+            for name in uploaded:
+                self._delete(name)
+        return _reply(response, s)
+
+    # -- media ----------------------------------------------------------------------
+    def _media_part(self, media: Media, uploaded: list[str]) -> Any:
+        try:
+            data = media.read()
+        except OSError as exc:
+            raise MediaError(f"{media.source}: cannot read the media file: {exc}") from None
+        if len(data) <= INLINE_MAX_BYTES:
+            return types.Part.from_bytes(data=data, mime_type=media.mime_type)
+        if self._vertex:
+            raise MediaError(f"{media.source}: {len(data)} bytes is over the {INLINE_MAX_BYTES}-byte inline "
+                             "limit, and Vertex AI has no File API; use the Gemini Developer API "
+                             "(GEMINI_API_KEY) for large media")
+        return types.Part.from_uri(file_uri=self._upload(media, data, uploaded), mime_type=media.mime_type)
+
+    def _upload(self, media: Media, data: bytes, uploaded: list[str]) -> str:
+        """Upload through the File API and wait until ACTIVE; returns the file URI."""
+        file = self._client.files.upload(
+            file=io.BytesIO(data),
+            config=types.UploadFileConfig(mime_type=media.mime_type, display_name=f"mathjudge-{media.sha256[:16]}"))
+        uploaded.append(file.name)
+        deadline = time.monotonic() + FILE_ACTIVE_TIMEOUT
+        while True:
+            state = _name(file.state)
+            if state == "ACTIVE":
+                return file.uri
+            if state == "FAILED":
+                detail = getattr(getattr(file, "error", None), "message", None) or "no detail given"
+                raise JudgeRefusal(redact(f"{media.source}: Gemini could not process the uploaded "
+                                          f"{media.mime_type} file ({detail})"), kind="file_failed")
+            if time.monotonic() >= deadline:
+                raise TransientJudgeError(f"{media.source}: uploaded file still {state or 'PROCESSING'} after "
+                                          f"{FILE_ACTIVE_TIMEOUT:g}s", kind="file_processing")
+            time.sleep(FILE_POLL_SECONDS)
+            file = self._client.files.get(name=file.name)
+
+    def _delete(self, name: str) -> None:
+        try:
+            self._client.files.delete(name=name)
+        except Exception as exc:  # noqa: BLE001 - files expire on their own after 48 h
+            log.debug("could not delete uploaded gemini file %s: %s", name, redact(str(exc)))
+
+    def close(self) -> None:
+        close = getattr(self._client, "close", None)
+        if callable(close):
+            close()
+
+
+# -- replies --------------------------------------------------------------------------
+
+def _name(value: Any) -> str | None:
+    """An SDK enum (or a plain string for values the SDK does not know) as its name."""
+    if value is None:
+        return None
+    return str(getattr(value, "value", value))
+
+
+def _reply(response: Any, settings: JudgeSettings) -> Reply:
+    feedback = getattr(response, "prompt_feedback", None)
+    block = _name(getattr(feedback, "block_reason", None))
+    if block:
+        detail = getattr(feedback, "block_reason_message", None)
+        raise JudgeRefusal(f"Gemini blocked the prompt ({block}{': ' + detail if detail else ''})",
+                           kind="blocked_prompt")
+    candidates = getattr(response, "candidates", None)
+    if not candidates:
+        raise JudgeRefusal("Gemini returned no candidates", kind="no_candidates")
+    candidate = candidates[0]
+    finish = _name(candidate.finish_reason)
+    if finish == "MAX_TOKENS":
+        raise JudgeRefusal(
+            f"Gemini stopped at max_output_tokens={settings.max_tokens} before finishing the verdict; "
+            "Gemini 2.5's thinking tokens count against max_output_tokens, so raise judge_max_tokens",
+            kind="max_tokens")
+    if finish and finish not in _OK_FINISH:
+        raise JudgeRefusal(f"Gemini withheld the reply (finish reason {finish})", kind=finish.lower())
+    parts = getattr(candidate.content, "parts", None) or []
+    text = "".join(p.text for p in parts if p.text and p.thought is not True)
+    if not text.strip():
+        raise JudgeRefusal("Gemini replied without any answer text (thoughts only or empty)", kind="empty_reply")
+    return Reply(text=text, usage=_usage(getattr(response, "usage_metadata", None)), finish_reason=finish)
+
+
+def _usage(meta: Any) -> dict[str, int]:
+    if meta is None:
+        return {}
+    fields = {"prompt_tokens": "prompt_token_count", "completion_tokens": "candidates_token_count",
+              "thoughts_tokens": "thoughts_token_count", "total_tokens": "total_token_count"}
+    values = {name: getattr(meta, attr, None) for name, attr in fields.items()}
+    return {k: v for k, v in values.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+# -- errors ---------------------------------------------------------------------------
+
+def _status_error(exc: genai_errors.APIError) -> Exception:
+    code = exc.code if isinstance(exc.code, int) else 0
+    text = str(exc.message or exc.details or "")[:500]
+    message = redact(f"judge returned HTTP {code} {exc.status or ''}".rstrip() + f": {text}")
+    if code in (408, 429) or code >= 500 or code < 400:
+        kind = "rate_limited" if code == 429 else f"http_{code}"
+        return TransientJudgeError(message, kind=kind, status=code or None, retry_after=_retry_after(exc))
+    if code in (401, 403):
+        hint = "check GEMINI_API_KEY / GOOGLE_API_KEY, or the Vertex AI credentials and project"
+    elif code == 404:
+        hint = "check the judge model name (judge_model) and base URL"
+    elif "api key" in text.lower():
+        hint = "check GEMINI_API_KEY / GOOGLE_API_KEY"
+    else:
+        hint = "the request was rejected"
+    return FatalJudgeError(f"{message} ({hint}; not retried)", kind=f"http_{code}", status=code)
+
+
+def _retry_after(exc: genai_errors.APIError) -> float | None:
+    """Retry-After header if the SDK kept the response, else google.rpc.RetryInfo.retryDelay."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is not None:
+        try:
+            value = parse_retry_after(headers.get("retry-after"))
+        except Exception:  # noqa: BLE001 - odd header containers
+            value = None
+        if value is not None:
+            return value
+    error = exc.details.get("error", exc.details) if isinstance(exc.details, dict) else None
+    items = error.get("details") if isinstance(error, dict) else None
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and str(item.get("@type", "")).endswith("google.rpc.RetryInfo"):
+            delay = item.get("retryDelay")
+            if isinstance(delay, dict):  # {"seconds": 1, "nanos": 500000000}
+                return float(delay.get("seconds", 0)) + float(delay.get("nanos", 0)) / 1e9
+            match = _DURATION.match(str(delay or ""))
+            if match:
+                return float(match.group(1))
+    return None
+
+
+def _public_url(url: str) -> str:
+    """The endpoint without credentials or query string (recorded and hashed)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
