@@ -170,6 +170,8 @@ class JudgeClient:
         try:
             reply = self._backend.complete(request)
         except FatalJudgeError as exc:
+            if exc.status == 400 and request.media:  # e.g. an unsupported video: this sample only
+                raise JudgeRefusal(f"the judge rejected the attached media: {exc}", kind="media_rejected") from None
             with self._lock:
                 self._fatal = self._fatal or exc
             raise

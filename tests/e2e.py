@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -12,7 +11,6 @@ from pathlib import Path
 
 LM_EVAL = str(Path(sys.executable).with_name("lm_eval"))
 CANARY_KEY = "sk-canary-7f3d9c2b4a1e8f6d"
-_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 
 
 @dataclass
@@ -39,8 +37,16 @@ def run_lm_eval(args: list[str], env: dict[str, str], out_dir: Path, timeout: fl
 
 
 def boxed(text: str) -> str | None:
-    found = _BOXED.findall(text)
-    return found[-1].strip() if found else None
+    """The content of the last \\boxed{...}, nested braces included."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, begin = 0, start + len("\\boxed{")
+    for i in range(begin - 1, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[begin:i].strip()
+    return None
 
 
 def exact_match_judge(body: dict) -> str:

@@ -405,3 +405,38 @@ def test_client_applies_rpm_across_threads():
     starts = sorted(backend.starts)
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     assert min(gaps) >= 0.1 * 0.8  # 600 rpm = one start every 0.1 s, whatever the concurrency
+
+
+# ---------------------------------------------------------------- judge-level refusals
+def test_a_400_on_attached_media_fails_that_sample_only():
+    from lm_eval_mathjudge.types import Media
+
+    video = Media(source="/runs/q1.mp4", mime_type="video/mp4", sha256="ab" * 32, size=10, data=b"0" * 10)
+
+    def script(request, attempt):
+        if request.media:
+            raise FatalJudgeError("judge returned HTTP 400: Unsupported MIME type", kind="http_400", status=400)
+        return verdict_for(request.prompt)
+
+    backend = FakeBackend(script)
+    client = make_client(backend)
+    with_media = JudgeRequest(prompt="grade this video", media=(video,))
+    outcomes = client.judge_all([with_media, problem(1), problem(3)])
+    assert outcomes[0].failure == "media_rejected" and not outcomes[0].transport_failed
+    assert "Unsupported MIME type" in outcomes[0].error
+    assert [o.verdict.correct for o in outcomes[1:]] == [True, True]
+    assert client.fatal_error is None
+
+
+def test_a_refusal_is_counted_not_retried_and_not_cached(cache):
+    from lm_eval_mathjudge.errors import JudgeRefusal
+
+    def script(request, attempt):
+        raise JudgeRefusal("the judge stopped: finish reason SAFETY", kind="safety")
+
+    backend = FakeBackend(script)
+    client = make_client(backend, cache)
+    [outcome] = client.judge_all([problem(1)])
+    assert (outcome.failure, outcome.transport_failed, outcome.calls) == ("safety", False, 1)
+    assert len(backend.calls) == 1 and len(cache) == 0
+    assert client.stats.failures == {"safety": 1}

@@ -1,0 +1,433 @@
+"""Wire-level: the real google-genai SDK inside GeminiBackend + JudgeClient, against a loopback server.
+
+Nothing here mocks the SDK: requests travel over HTTP to GeminiServer on
+127.0.0.1, which answers like generativelanguage.googleapis.com (google.rpc
+error bodies, promptFeedback, finish reasons, thought parts, the File API).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import json
+import time
+from urllib.parse import urlsplit
+
+import pytest
+
+from lm_eval_mathjudge import client as client_module
+from lm_eval_mathjudge.backends import gemini
+from lm_eval_mathjudge.backends.gemini import GeminiBackend
+from lm_eval_mathjudge.cache import ReplyCache
+from lm_eval_mathjudge.client import JudgeClient
+from lm_eval_mathjudge.config import JudgeSettings
+from lm_eval_mathjudge.errors import FatalJudgeError, TransientJudgeError
+from lm_eval_mathjudge.parsing import parse_vlm
+from lm_eval_mathjudge.retry import RetryPolicy
+from lm_eval_mathjudge.types import JudgeRequest, Media
+from tests import media_fixtures
+from tests.loopback import GeminiServer
+from tests.loopback._base import Reply as WireReply
+
+CANARY = "AIza-canary-0123456789abcdefXYZ"
+MODEL = "gemini-2.5-pro"
+TEMPLATE = "vlm-test-v1"
+
+PROMPT = ("You are grading a student's solution to a math problem.\n\n### Problem\nJanet's ducks lay 16 eggs "
+          "per day. She eats three for breakfast and bakes muffins with four. She sells the rest at $2 each. "
+          "How much does she make every day?\n\n### Reference solution\n16 - 3 - 4 = 9 eggs; 9 * 2 = 18.\n"
+          "#### 18\n\nReply in exactly four lines: INTERMEDIATE_CORRECT: 0|1, FINAL_CORRECT: 0|1, "
+          "ACTION_REFLECTION: 0|1, EXPLANATION: <one sentence>.\n\n### Student's solution")
+RIGHT = "Janet has 16 - 3 - 4 = 9 eggs left. She makes 9 * 2 = 18 dollars. The answer is $\\boxed{18}$."
+WRONG = "Janet has 16 - 3 = 13 eggs left. She makes 13 * 2 = 26 dollars. The answer is $\\boxed{26}$."
+
+REPLY_RIGHT = ("INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nACTION_REFLECTION: 0\n"
+               "EXPLANATION: The steps match the reference: 9 eggs are left and 9 * 2 = 18.")
+REPLY_WRONG = ("INTERMEDIATE_CORRECT: 0\nFINAL_CORRECT: 0\nACTION_REFLECTION: 0\n"
+               "EXPLANATION: The student forgot the four eggs used for muffins, so 26 is wrong.")
+REPLY_MEDIA = ("INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nACTION_REFLECTION: 1\n"
+               "EXPLANATION: The frames show 16 - 3 - 4 = 9 and 9 * 2 = 18, with a check of the result.")
+
+
+def judge_like_gemini(body: dict) -> str:
+    """Reads the user's parts like the VLM judge would and answers in the four-line contract."""
+    parts = body["contents"][0]["parts"]
+    if any("inlineData" in p or "fileData" in p for p in parts):
+        return REPLY_MEDIA
+    return REPLY_RIGHT if "boxed{18}" in parts[-1].get("text", "") else REPLY_WRONG
+
+
+@pytest.fixture(autouse=True)
+def sdk_env(monkeypatch):
+    monkeypatch.setenv("GEMINI_API_KEY", CANARY)
+    for name in ("GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE", "GOOGLE_CLOUD_PROJECT",
+                 "GOOGLE_CLOUD_LOCATION", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_API_VERSION",
+                 "GOOGLE_GENAI_HTTP_CLIENT", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
+                 "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(client_module, "RetryPolicy", functools.partial(RetryPolicy, base_delay=0.01))
+    monkeypatch.setattr(gemini, "FILE_POLL_SECONDS", 0.01)
+
+
+@pytest.fixture
+def server():
+    with GeminiServer(responder=judge_like_gemini) as srv:
+        yield srv
+
+
+def settings(server: GeminiServer | None, **overrides) -> JudgeSettings:
+    base = {"backend": "gemini", "model": MODEL, "base_url": server.url if server else None, "max_tokens": 8192,
+            "cache": False, "concurrency": 4, "max_retries": 3, "timeout": 10.0}
+    return JudgeSettings(**{**base, **overrides})
+
+
+def judge(server, requests, store=None, **overrides):
+    config = settings(server, **overrides)
+    backend = GeminiBackend(config)
+    client = JudgeClient(backend, parse_vlm, config, TEMPLATE, store, progress=False)
+    try:
+        t0 = time.monotonic()
+        outcomes = client.judge_all(requests)
+        return client, outcomes, time.monotonic() - t0
+    finally:
+        backend.close()
+
+
+def media_file(tmp_path, name: str, data: bytes, mime_type: str) -> Media:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return Media(source=str(path), mime_type=mime_type, sha256=hashlib.sha256(data).hexdigest(),
+                 size=len(data), path=str(path))
+
+
+def text_request(output: str = RIGHT) -> JudgeRequest:
+    return JudgeRequest(prompt=PROMPT, output_text=output)
+
+
+def media_request(*media: Media) -> JudgeRequest:
+    return JudgeRequest(prompt=PROMPT, media=tuple(media))
+
+
+def generate_bodies(server) -> list[dict]:
+    return [r.body for r in server.requests if r.path.endswith(f"/models/{MODEL}:generateContent")]
+
+
+def wire(part: dict, kind: str) -> dict:
+    """An inlineData / fileData part as {"mime_type", "data" (bytes) | "file_uri"}.
+
+    google-genai sends the outer key camelCase but the inner keys snake_case
+    (proto JSON accepts both) and bytes as URL-safe base64.
+    """
+    inner = part[kind]
+    out = {"mime_type": inner.get("mime_type", inner.get("mimeType"))}
+    if kind == "inlineData":
+        out["data"] = base64.urlsafe_b64decode(inner["data"])
+    else:
+        out["file_uri"] = inner.get("file_uri", inner.get("fileUri"))
+    return out
+
+
+def texts(client, outcomes) -> str:
+    return "\n".join([str(client.fatal_error or "")] + [o.error or "" for o in outcomes])
+
+
+# ------------------------------------------------------------------------- happy path
+
+def test_text_output_on_the_wire(server):
+    client, [outcome], _ = judge(server, [text_request(RIGHT)])
+    assert (outcome.verdict.intermediate_correct, outcome.verdict.final_correct) == (1, 1)
+    assert outcome.verdict.explanation.startswith("The steps match the reference")
+    [sent] = server.requests
+    assert urlsplit(sent.path).path == f"/v1/models/{MODEL}:generateContent"
+    assert sent.headers["x-goog-api-key"] == CANARY
+    assert sent.body["contents"] == [{"role": "user", "parts": [{"text": PROMPT}, {"text": RIGHT}]}]
+    assert sent.body["generationConfig"] == {"temperature": 0, "maxOutputTokens": 8192}
+    assert outcome.usage["total_tokens"] == outcome.usage["prompt_tokens"] + outcome.usage["completion_tokens"] > 0
+    assert client.identity == {"backend": "gemini", "model": MODEL, "endpoint": server.url, "temperature": 0.0,
+                               "max_tokens": 8192, "template": TEMPLATE}
+    assert CANARY not in json.dumps(client.identity)
+
+
+def test_verdicts_follow_the_output(server):
+    client, outcomes, _ = judge(server, [text_request(RIGHT), text_request(WRONG)])
+    assert [o.verdict.final_correct for o in outcomes] == [1, 0]
+    assert client.stats.calls == 2
+    assert client.stats.usage["prompt_tokens"] == sum(o.usage["prompt_tokens"] for o in outcomes)
+
+
+def test_base_url_from_the_sdk_variable(server, monkeypatch):
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.url)
+    client, [outcome], _ = judge(None, [text_request()])
+    assert outcome.verdict.final_correct == 1
+    assert server.generate_calls == 1
+    assert client.identity["endpoint"] == server.url
+
+
+def test_image_goes_inline(server, tmp_path):
+    data = media_fixtures.png(16, 16, (0, 128, 255))
+    _, [outcome], _ = judge(server, [media_request(media_file(tmp_path, "answer.png", data, "image/png"))])
+    assert outcome.verdict.action_reflection == 1
+    [body] = generate_bodies(server)
+    text, image = body["contents"][0]["parts"]
+    assert text == {"text": PROMPT}
+    assert wire(image, "inlineData") == {"mime_type": "image/png", "data": data}
+    assert server.uploaded == {}
+
+
+def test_small_video_goes_inline(server, tmp_path):
+    data = media_fixtures.mp4(2048)
+    _, [outcome], _ = judge(server, [media_request(media_file(tmp_path, "answer.mp4", data, "video/mp4"))])
+    assert outcome.verdict.final_correct == 1
+    [body] = generate_bodies(server)
+    assert wire(body["contents"][0]["parts"][1], "inlineData") == {"mime_type": "video/mp4", "data": data}
+    assert server.uploaded == {}
+
+
+def test_large_video_goes_through_the_file_api(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)
+    server.processing_polls = 2
+    data = media_fixtures.mp4(4096)
+    _, [outcome], _ = judge(server, [media_request(media_file(tmp_path, "answer.mp4", data, "video/mp4"))])
+    assert outcome.verdict.final_correct == 1
+    [(name, (mime_type, uploaded))] = server.uploaded.items()
+    assert (mime_type, uploaded) == ("video/mp4", data)
+    [body] = generate_bodies(server)
+    file_part = wire(body["contents"][0]["parts"][1], "fileData")
+    assert file_part["mime_type"] == "video/mp4" and file_part["file_uri"].endswith(f"/{name}")
+    assert server.deleted == [name]
+    steps = [(r.method, urlsplit(r.path).path.split("/")[-1]) for r in server.requests]
+    gets = [s for s in steps if s[0] == "GET"]
+    assert len(gets) >= 2  # PROCESSING, PROCESSING, then ACTIVE
+    assert steps.index(("POST", f"{MODEL}:generateContent")) > steps.index(gets[-1])
+    assert steps[-1][0] == "DELETE"
+
+
+def test_uploaded_file_is_deleted_even_when_the_judge_refuses(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)
+    server.responder = lambda body: {"finish_reason": "SAFETY"}
+    _, [outcome], _ = judge(server, [media_request(media_file(tmp_path, "a.webm", media_fixtures.webm(2048),
+                                                              "video/webm"))])
+    assert outcome.failure == "safety"
+    assert list(server.uploaded) == server.deleted and len(server.deleted) == 1
+
+
+class FailingFiles(GeminiServer):
+    """A File API whose processing fails (state FAILED), as for a corrupt video."""
+
+    def _get_file(self, version: str, name: str) -> WireReply:
+        reply = super()._get_file(version, name)
+        reply.body.update(state="FAILED", error={"code": 400, "message": "Video could not be decoded."})
+        return reply
+
+
+def test_failed_file_processing_is_a_judge_failure(tmp_path, monkeypatch):
+    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)
+    media = media_file(tmp_path, "broken.mov", media_fixtures.mov(4096), "video/quicktime")
+    with FailingFiles(responder=judge_like_gemini) as srv:
+        client, [outcome], _ = judge(srv, [media_request(media)])
+        assert outcome.failure == "file_failed" and not outcome.transport_failed
+        assert media.source in outcome.error and "could not be decoded" in outcome.error
+        assert srv.generate_calls == 0 and len(srv.deleted) == 1
+        assert client.stats.retries == 0
+
+
+def test_file_stuck_processing_is_transient(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)
+    monkeypatch.setattr(gemini, "FILE_ACTIVE_TIMEOUT", 0.05)
+    server.processing_polls = 10_000
+    media = media_file(tmp_path, "slow.mp4", media_fixtures.mp4(4096), "video/mp4")
+    client, [outcome], _ = judge(server, [media_request(media)], max_retries=1)
+    assert outcome.transport_failed and outcome.failure == "file_processing"
+    assert server.generate_calls == 0
+    assert len(server.uploaded) == len(server.deleted) == 2  # each attempt cleaned up after itself
+
+
+def test_same_video_at_two_paths_is_judged_once(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)
+    data = media_fixtures.mp4(4096)
+    first = media_file(tmp_path, "run1.mp4", data, "video/mp4")
+    second = media_file(tmp_path, "run2.mp4", data, "video/mp4")
+    store = ReplyCache(str(tmp_path / "cache"))
+    try:
+        _, [a], _ = judge(server, [media_request(first)], store, cache=True, cache_dir=str(tmp_path / "cache"))
+        _, [b], _ = judge(server, [media_request(second)], store, cache=True, cache_dir=str(tmp_path / "cache"))
+    finally:
+        store.close()
+    assert not a.cached and b.cached and a.verdict == b.verdict
+    assert server.generate_calls == 1 and len(server.uploaded) == 1
+
+
+def test_thoughts_are_not_part_of_the_reply(server):
+    thoughts = "The student subtracts both 3 and 4, gets 9, doubles it: 18 matches."
+    server.responder = lambda body: {"thoughts": thoughts, "text": REPLY_RIGHT}
+    _, [outcome], _ = judge(server, [text_request()])
+    assert outcome.raw_reply == REPLY_RIGHT
+    assert outcome.usage["thoughts_tokens"] == len(thoughts.split())
+    assert outcome.usage["total_tokens"] == (outcome.usage["prompt_tokens"] + outcome.usage["completion_tokens"]
+                                             + outcome.usage["thoughts_tokens"])
+
+
+def test_many_requests_overlap(server):
+    server.latency = 0.2
+    requests = [JudgeRequest(prompt=f"{PROMPT} #{i}", output_text=RIGHT if i % 2 else WRONG) for i in range(16)]
+    _, outcomes, elapsed = judge(server, requests, concurrency=8)
+    assert [o.verdict.final_correct for o in outcomes] == [i % 2 for i in range(16)]
+    assert 2 <= server.max_in_flight <= 8
+    assert elapsed < 16 * 0.2 / 2
+
+
+# ---------------------------------------------------------------------------- refusals
+
+REFUSALS = [
+    pytest.param({"finish_reason": "SAFETY"}, "safety", id="safety"),
+    pytest.param({"finish_reason": "RECITATION"}, "recitation", id="recitation"),
+    pytest.param({"finish_reason": "PROHIBITED_CONTENT"}, "prohibited_content", id="prohibited-content"),
+    pytest.param({"finish_reason": "MAX_TOKENS", "thoughts": "Let me check each step carefully " * 20,
+                  "text": "INTERMEDIATE_CORRECT: 1\nFINAL_"}, "max_tokens", id="max-tokens"),
+    pytest.param({"no_candidates": True}, "no_candidates", id="no-candidates"),
+    pytest.param({"block_reason": "SAFETY"}, "blocked_prompt", id="blocked-prompt"),
+    pytest.param({"thoughts": "The answer 18 matches the reference."}, "empty_reply", id="thoughts-only"),
+]
+
+
+@pytest.mark.parametrize("spec, kind", REFUSALS)
+def test_refusals_are_counted_judge_failures(server, tmp_path, spec, kind):
+    server.responder = lambda body: dict(spec)
+    store = ReplyCache(str(tmp_path))
+    try:
+        client, [outcome], _ = judge(server, [text_request()], store, cache=True, cache_dir=str(tmp_path))
+        assert len(store) == 0  # a refusal is never cached
+    finally:
+        store.close()
+    assert outcome.failure == kind
+    assert not outcome.transport_failed and outcome.verdict is None
+    assert server.generate_calls == 1 and client.stats.retries == 0 and client.fatal_error is None
+    if kind == "max_tokens":
+        assert "judge_max_tokens" in outcome.error and "thinking" in outcome.error
+
+
+# --------------------------------------------------------------------- transient faults
+
+def test_429_honours_retry_after(server):
+    server.inject(status=429, headers={"Retry-After": "1"})
+    client, [outcome], elapsed = judge(server, [text_request()])
+    assert outcome.verdict.final_correct == 1
+    assert server.generate_calls == 2 and client.stats.retries == 1
+    assert elapsed >= 0.95  # waited what the server asked, not the 0.01 s backoff
+
+
+def test_503_twice_then_success(server):
+    server.inject(status=503, times=2)
+    client, [outcome], _ = judge(server, [text_request(WRONG)])
+    assert outcome.verdict.final_correct == 0
+    assert server.generate_calls == 3 and client.stats.retries == 2
+
+
+@pytest.mark.parametrize("fault, kind", [
+    pytest.param({"garbage": True}, "bad_response", id="garbage"),
+    pytest.param({"drop": True}, "connection", id="dropped-connection"),
+    pytest.param({"delay": 2}, "timeout", id="timeout"),
+])
+def test_transport_faults_are_retried(server, caplog, fault, kind):
+    server.inject(**fault)
+    client, [outcome], elapsed = judge(server, [text_request()], timeout=0.5)
+    assert outcome.verdict.final_correct == 1
+    assert server.generate_calls == 2 and client.stats.retries == 1
+    assert elapsed < 2.0
+    assert any("retrying" in r.getMessage() for r in caplog.records)
+
+
+def test_retries_exhausted_is_a_transport_failure(server):
+    server.inject(status=500, times=10)
+    client, [outcome], _ = judge(server, [text_request()], max_retries=2)
+    assert server.generate_calls == 3
+    assert outcome.transport_failed and outcome.failure == "http_500" and "HTTP 500" in outcome.error
+
+
+# ------------------------------------------------------------------------ fatal faults
+
+@pytest.mark.parametrize("status, hint", [
+    (400, "GEMINI_API_KEY"),  # what Gemini answers for a bad key: 400 "API key not valid"
+    (401, "GEMINI_API_KEY"),
+    (403, "Vertex AI credentials"),
+    (404, "model name"),
+])
+def test_client_errors_stop_the_run(server, status, hint):
+    server.latency = 0.05
+    message = {404: f"models/{MODEL}x is not found for API version v1"}.get(
+        status, f"API key not valid. Please pass a valid API key. ({CANARY})")
+    server.responder = lambda body: {"status": status, "text": message}
+    client, outcomes, _ = judge(server, [text_request(f"{RIGHT} ({i})") for i in range(12)], concurrency=3)
+    assert 1 <= server.generate_calls <= 3  # at most the calls already in flight
+    assert isinstance(client.fatal_error, FatalJudgeError) and client.fatal_error.status == status
+    assert client.stats.retries == 0
+    assert {o.failure for o in outcomes} <= {f"http_{status}", "aborted"}
+    assert all(o.transport_failed for o in outcomes)
+    assert hint in str(client.fatal_error) and str(status) in str(client.fatal_error)
+    assert CANARY not in texts(client, outcomes) and "0123456789abcdef" not in texts(client, outcomes)
+
+
+def test_missing_key_is_a_helpful_fatal_error(monkeypatch):
+    monkeypatch.delenv("GEMINI_API_KEY")
+    with pytest.raises(FatalJudgeError) as caught:
+        GeminiBackend(settings(None))
+    assert "GEMINI_API_KEY" in str(caught.value) and "GOOGLE_GENAI_USE_VERTEXAI" in str(caught.value)
+
+
+def test_vertex_identity_names_project_and_location(monkeypatch):
+    monkeypatch.setenv("GOOGLE_GENAI_USE_VERTEXAI", "true")
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "math-evals")
+    monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", "us-central1")
+    backend = GeminiBackend(settings(None))
+    try:
+        assert backend.identity()["endpoint"] == "vertex:math-evals/us-central1"
+    finally:
+        backend.close()
+
+
+# ---------------------------------------------------------------- backend error mapping
+
+RETRY_INFO = {"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).",
+                        "status": "RESOURCE_EXHAUSTED",
+                        "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1.5s"}]}}
+
+BACKEND_FAULTS = [
+    # inject() kwargs, error class, kind, status, retry_after
+    pytest.param({"status": 429, "headers": {"Retry-After": "1"}}, TransientJudgeError, "rate_limited", 429, 1.0,
+                 id="429-retry-after"),
+    pytest.param({"status": 429, "body": RETRY_INFO}, TransientJudgeError, "rate_limited", 429, 1.5,
+                 id="429-retry-info"),
+    pytest.param({"status": 429}, TransientJudgeError, "rate_limited", 429, None, id="429-bare"),
+    pytest.param({"status": 408}, TransientJudgeError, "http_408", 408, None, id="408"),
+    pytest.param({"status": 500}, TransientJudgeError, "http_500", 500, None, id="500"),
+    pytest.param({"status": 503, "headers": {"Retry-After": "2"}}, TransientJudgeError, "http_503", 503, 2.0,
+                 id="503-retry-after"),
+    pytest.param({"status": 504}, TransientJudgeError, "http_504", 504, None, id="504"),
+    pytest.param({"garbage": True}, TransientJudgeError, "bad_response", None, None, id="garbage-200"),
+    pytest.param({"drop": True}, TransientJudgeError, "connection", None, None, id="dropped-connection"),
+    pytest.param({"delay": 1.5}, TransientJudgeError, "timeout", None, None, id="timeout"),
+    pytest.param({"status": 400}, FatalJudgeError, "http_400", 400, None, id="400"),
+    pytest.param({"status": 401}, FatalJudgeError, "http_401", 401, None, id="401"),
+    pytest.param({"status": 403}, FatalJudgeError, "http_403", 403, None, id="403"),
+    pytest.param({"status": 404}, FatalJudgeError, "http_404", 404, None, id="404"),
+]
+
+
+@pytest.mark.parametrize("fault, error_class, kind, status, retry_after", BACKEND_FAULTS)
+def test_backend_maps_wire_faults(server, fault, error_class, kind, status, retry_after):
+    server.inject(**fault)
+    backend = GeminiBackend(settings(server, timeout=0.5))
+    try:
+        with pytest.raises(error_class) as caught:
+            backend.complete(text_request())
+        assert backend.complete(text_request()).text == REPLY_RIGHT  # fault consumed
+    finally:
+        backend.close()
+    assert caught.value.kind == kind
+    assert caught.value.status == status
+    assert caught.value.retry_after == (pytest.approx(retry_after) if retry_after is not None else None)
+    assert server.generate_calls == 2  # no hidden SDK retries
+    if status:
+        assert str(status) in str(caught.value)
+    assert CANARY not in str(caught.value)

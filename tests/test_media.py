@@ -1,0 +1,120 @@
+"""Media responses: recognising references, and clear per-file errors for bad ones."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from lm_eval_mathjudge import media
+from lm_eval_mathjudge.errors import MediaError
+from lm_eval_mathjudge.judges import VLM
+from tests import media_fixtures as fx
+
+
+@pytest.mark.parametrize("response, is_reference", [
+    pytest.param("/runs/veo3/gsm8k_0001.mp4", True, id="absolute-path"),
+    pytest.param("  outputs/solution.PNG\n", True, id="relative-path-any-case"),
+    pytest.param("file:///runs/sora/aime_07.mov", True, id="file-url"),
+    pytest.param("<outputs/solution.webp>", True, id="angle-brackets"),
+    pytest.param("data:image/png;base64,iVBORw0KGgo=", True, id="data-url"),
+    pytest.param("The answer is 12, see the figure in fig.png", False, id="prose-ending-in-a-filename"),
+    pytest.param("x = 5\n\\boxed{5}", False, id="ordinary-solution"),
+    pytest.param("/runs/model/answer.txt", False, id="not-a-media-extension"),
+    pytest.param("data:text/plain;base64,aGk=", True, id="data-url-of-any-type-is-still-a-reference"),
+])
+def test_media_reference(response, is_reference):
+    assert (media.media_reference(response) is not None) is is_reference
+
+
+@pytest.mark.parametrize("name, payload, mime", [
+    ("a.png", fx.png(), "image/png"),
+    ("a.jpg", fx.jpeg(), "image/jpeg"),
+    ("a.gif", fx.gif(), "image/gif"),
+    ("a.webp", fx.webp(), "image/webp"),
+    ("a.mp4", fx.mp4(), "video/mp4"),
+    ("a.mov", fx.mov(), "video/quicktime"),
+    ("a.webm", fx.webm(), "video/webm"),
+])
+def test_real_files_load_with_their_type_and_hash(tmp_path, name, payload, mime):
+    path = tmp_path / name
+    path.write_bytes(payload)
+    item = media.load_media(str(path))
+    assert (item.mime_type, item.size, item.path, item.read()) == (mime, len(payload), str(path), payload)
+    assert item.is_video is mime.startswith("video/")
+
+
+def test_the_hash_follows_the_content_not_the_path(tmp_path):
+    (tmp_path / "one.png").write_bytes(fx.png(rgb=(1, 2, 3)))
+    (tmp_path / "two.png").write_bytes(fx.png(rgb=(1, 2, 3)))
+    (tmp_path / "three.png").write_bytes(fx.png(rgb=(9, 9, 9)))
+    one, two, three = (media.load_media(str(tmp_path / n)) for n in ("one.png", "two.png", "three.png"))
+    assert one.sha256 == two.sha256 != three.sha256
+
+
+def test_file_url_and_data_url(tmp_path):
+    (tmp_path / "my solution.png").write_bytes(fx.png())
+    from_url = media.load_media((tmp_path / "my solution.png").as_uri())
+    data_url = "data:image/png;base64," + base64.b64encode(fx.png()).decode()
+    from_data = media.load_media(data_url)
+    assert from_url.sha256 == from_data.sha256 and from_data.read() == fx.png()
+
+
+@pytest.mark.parametrize("setup, message", [
+    pytest.param(lambda d: None, "no such file", id="missing"),
+    pytest.param(lambda d: (d / "s.png").write_bytes(b""), "empty", id="empty"),
+    pytest.param(lambda d: (d / "s.png").write_bytes(fx.jpeg()), "named as image/png, but its bytes look like image/jpeg",
+                 id="wrong-type"),
+    pytest.param(lambda d: (d / "s.png").write_text("<html>404</html>"), "match no supported", id="not-media"),
+])
+def test_bad_files_name_the_file(tmp_path, setup, message):
+    setup(tmp_path)
+    path = tmp_path / "s.png"
+    with pytest.raises(MediaError) as error:
+        media.load_media(str(path))
+    assert str(path) in str(error.value) and message in str(error.value)
+
+
+def test_unreadable_file(tmp_path, monkeypatch):
+    path = tmp_path / "s.png"
+    path.write_bytes(fx.png())
+
+    def denied(*args, **kwargs):  # chmod 0 would not stop root, who runs CI
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(media, "open", denied, raising=False)
+    with pytest.raises(MediaError, match=r"s.png: cannot read it \(Permission denied\)"):
+        media.load_media(str(path))
+
+
+def test_oversized_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(media, "MAX_IMAGE_BYTES", 100)
+    path = tmp_path / "big.png"
+    path.write_bytes(fx.png(width=64, height=64, rgb=(1, 2, 3)) + b"\0" * 200)
+    with pytest.raises(MediaError, match=r"big.png: .* MB is more than"):
+        media.load_media(str(path))
+
+
+@pytest.mark.parametrize("url, message", [
+    ("data:text/plain;base64,aGk=", "cannot be judged"),
+    ("data:image/png;base64,@@@", "not valid base64"),
+])
+def test_bad_data_urls(url, message):
+    with pytest.raises(MediaError, match=message):
+        media.load_media(url)
+
+
+def _doc():
+    return {"mj_question": "q", "mj_reference": r"We get $\frac{1}{2}$, so {{x}} = 1/2.", "mj_answer": "1/2"}
+
+
+def test_vlm_request_for_text_keeps_latex_braces_and_sends_the_output_separately():
+    request = VLM.request(_doc(), "x = 0.5, so \\boxed{1/2}")
+    assert r"We get $\frac{1}{2}$, so {{x}} = 1/2." in request.prompt
+    assert request.output_text == "x = 0.5, so \\boxed{1/2}" and request.media == ()
+
+
+def test_vlm_request_for_media_attaches_it_instead_of_text(tmp_path):
+    (tmp_path / "solution.mp4").write_bytes(fx.mp4())
+    request = VLM.request(_doc(), str(tmp_path / "solution.mp4"))
+    assert request.output_text is None and [m.mime_type for m in request.media] == ["video/mp4"]
