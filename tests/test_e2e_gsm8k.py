@@ -55,9 +55,18 @@ def test_scores_match_the_judge_and_a_rerun_makes_no_judge_call(gsm8k_slice, tmp
         assert rerun.returncode == 0, rerun.stderr[-3000:]
         assert judge.call_count == N, "the rerun must be served from the judge cache"
 
+        # A previous run's samples file replays without the model, and is judged from the cache.
+        samples_file = max((tmp_path / "out1").rglob("samples_gsm8k_gpt4em_*.jsonl"))
+        calls_to_model = model.call_count
+        replay = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={samples_file}",
+                              "--tasks", "gsm8k_gpt4em", "--metadata", json.dumps({"judge_base_url": judge.url})],
+                             _env(data_dir, tmp_path / "cache"), tmp_path / "out3")
+        assert replay.returncode == 0, replay.stderr[-3000:]
+        assert (model.call_count, judge.call_count) == (calls_to_model, N)
+
     # The judge saw the real key; nothing on disk or in the logs did.
     assert all(r.headers.get("authorization") == f"Bearer {CANARY_KEY}" for r in judge.requests)
-    for run in (first, rerun):
+    for run in (first, rerun, replay):
         metrics = run.results()["results"]["gsm8k_gpt4em"]
         assert metrics["gpt4_exact_match,none"] == pytest.approx(expected)
         assert metrics["judge_failed,none"] == 0

@@ -297,3 +297,40 @@ def test_concurrent_calls_overlap_up_to_the_limit(server):
     assert 2 <= server.max_in_flight <= 16
     assert [o.verdict.correct for o in outcomes] == [bool(i % 3) for i in range(32)]
     assert client.stats.usage["total_tokens"] == sum(o.usage["total_tokens"] for o in outcomes)
+
+
+# ------------------------------------------------------------------------- VLM judge on an OpenAI vision model
+
+def _vlm_client(server):
+    from lm_eval_mathjudge.parsing import parse_vlm
+
+    s = settings(server)
+    backend = OpenAIChatBackend(s)
+    return backend, JudgeClient(backend, parse_vlm, s, load("vlm_judge").version, None, progress=False)
+
+
+def test_vlm_judge_sends_images_as_image_parts_and_refuses_video(server, tmp_path):
+    from lm_eval_mathjudge.judges import VLM
+    from tests import media_fixtures as fx
+
+    server.responder = lambda body: ("INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nACTION_REFLECTION: 0\n"
+                                     "EXPLANATION: The written steps match.")
+    (tmp_path / "a.png").write_bytes(fx.png())
+    (tmp_path / "b.mp4").write_bytes(fx.mp4())
+    doc = {"mj_question": "q", "mj_reference": "x = 5", "mj_answer": "5"}
+    requests = [VLM.request(doc, str(tmp_path / "a.png")), VLM.request(doc, str(tmp_path / "b.mp4")),
+                VLM.request(doc, "x = 5, so \\boxed{5}")]
+    backend, client = _vlm_client(server)
+    try:
+        image, video, text = client.judge_all(requests)
+    finally:
+        backend.close()
+    assert image.verdict.final_correct == 1 and text.verdict.final_correct == 1
+    assert video.failure == "media" and "cannot watch video" in video.error and str(tmp_path / "b.mp4") in video.error
+    assert server.call_count == 2  # the video never left the machine
+    bodies = [r.body for r in server.requests if r.body]
+    image_parts = [p for b in bodies for p in b["messages"][0]["content"] if p.get("type") == "image_url"]
+    assert len(image_parts) == 1
+    assert image_parts[0]["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
+    text_parts = [b["messages"][0]["content"] for b in bodies if all(p["type"] == "text" for p in b["messages"][0]["content"])]
+    assert text_parts and text_parts[0][1]["text"] == "x = 5, so \\boxed{5}"
