@@ -334,3 +334,16 @@ def test_vlm_judge_sends_images_as_image_parts_and_refuses_video(server, tmp_pat
     assert image_parts[0]["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
     text_parts = [b["messages"][0]["content"] for b in bodies if all(p["type"] == "text" for p in b["messages"][0]["content"])]
     assert text_parts and text_parts[0][1]["text"] == "x = 5, so \\boxed{5}"
+
+
+def test_azure_backend_uses_the_deployment_route_and_its_own_key(server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-canary-key-123456")
+    monkeypatch.setenv("OPENAI_API_VERSION", "2024-10-21")
+    client, [outcome], _ = judge(server, [request(18)], backend="azure", model="my-gpt4-deployment",
+                                 base_url=server.origin)
+    assert outcome.verdict.correct is True
+    [recorded] = [r for r in server.requests if r.body]
+    assert recorded.path.startswith("/openai/deployments/my-gpt4-deployment/chat/completions?api-version=2024-10-21")
+    assert recorded.headers["api-key"] == "azure-canary-key-123456"
+    assert client.identity["backend"] == "azure" and "azure-canary" not in json.dumps(client.identity)

@@ -7,6 +7,7 @@ Good enough for `openai.OpenAI(base_url=server.url)` and lm-eval's
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from typing import Any, Sequence
 from urllib.parse import urlsplit
@@ -125,5 +126,9 @@ class ChatCompletionsServer(LoopbackServer):
         return {"object": "list", "data": models}
 
 
+_AZURE_CHAT = re.compile(r"^/openai/deployments/[^/]+/chat/completions$")  # Azure OpenAI's route
+
+
 def _is_chat(path: str) -> bool:
-    return urlsplit(path).path.rstrip("/") in _CHAT_PATHS
+    path = urlsplit(path).path.rstrip("/")
+    return path in _CHAT_PATHS or bool(_AZURE_CHAT.match(path))
