@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from urllib.parse import urlsplit, urlunsplit
 
 SECRET_ENV_VARS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
 _KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{6,}|AIza[0-9A-Za-z_\-]{20,})")
@@ -19,3 +20,12 @@ def redact(text: str) -> str:
         if len(value) >= 4:
             text = text.replace(value, "***")
     return _KEY_SHAPES.sub("***", text)
+
+
+def public_url(url: str) -> str:
+    """An endpoint without user:password, query string or fragment (safe to record and hash)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))

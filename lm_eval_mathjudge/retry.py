@@ -22,6 +22,11 @@ BASE_DELAY = 1.0  # seconds before the first retry, before jitter
 MAX_DELAY = 60.0  # cap on one wait, Retry-After included
 
 
+def transient_status(code: int) -> bool:
+    """HTTP statuses worth retrying: timeouts, conflicts, rate limits, server errors."""
+    return code in (408, 409, 425, 429) or code >= 500
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     max_retries: int = 6

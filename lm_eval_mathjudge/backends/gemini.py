@@ -18,7 +18,6 @@ import os
 import re
 import time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from google import genai
 from google.auth import exceptions as auth_errors
@@ -28,8 +27,8 @@ from google.genai import types
 from ..cache import Reply
 from ..config import JudgeSettings
 from ..errors import FatalJudgeError, JudgeRefusal, MediaError, TransientJudgeError
-from ..redact import redact
-from ..retry import parse_retry_after
+from ..redact import public_url, redact
+from ..retry import parse_retry_after, transient_status
 from ..types import JudgeRequest, Media
 
 log = logging.getLogger(__name__)
@@ -95,7 +94,7 @@ class GeminiBackend:
                 return f"vertex:{project or '-'}/{location or 'global'}"
         base = (getattr(getattr(api, "_http_options", None), "base_url", None) or self._settings.base_url
                 or os.environ.get("GOOGLE_GEMINI_BASE_URL") or DEFAULT_ENDPOINT)
-        return _public_url(str(base))
+        return public_url(str(base))
 
     def identity(self) -> dict[str, Any]:
         s = self._settings
@@ -231,7 +230,7 @@ def _status_error(exc: genai_errors.APIError) -> Exception:
     code = exc.code if isinstance(exc.code, int) else 0
     text = str(exc.message or exc.details or "")[:500]
     message = redact(f"judge returned HTTP {code} {exc.status or ''}".rstrip() + f": {text}")
-    if code in (408, 429) or code >= 500 or code < 400:
+    if transient_status(code) or code < 400:  # < 400: an odd code the SDK still raised
         kind = "rate_limited" if code == 429 else f"http_{code}"
         return TransientJudgeError(message, kind=kind, status=code or None, retry_after=_retry_after(exc))
     if code in (401, 403):
@@ -266,12 +265,3 @@ def _retry_after(exc: genai_errors.APIError) -> float | None:
             if match:
                 return float(match.group(1))
     return None
-
-
-def _public_url(url: str) -> str:
-    """The endpoint without credentials or query string (recorded and hashed)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))

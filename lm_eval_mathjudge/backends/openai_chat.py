@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import base64
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
 from ..cache import Reply
 from ..config import JudgeSettings
 from ..errors import FatalJudgeError, MediaError, TransientJudgeError
-from ..redact import redact
-from ..retry import parse_retry_after
+from ..redact import public_url, redact
+from ..retry import parse_retry_after, transient_status
 from ..types import JudgeRequest, Media
-
-_TRANSIENT_STATUS = {408, 409, 425, 429}
-
 
 def create(settings: JudgeSettings, judge: str) -> "OpenAIChatBackend":
     return OpenAIChatBackend(settings)
@@ -40,7 +36,7 @@ class OpenAIChatBackend:
 
     def identity(self) -> dict[str, Any]:
         s = self._settings
-        return {"backend": s.backend, "model": s.model, "endpoint": _public_url(str(self._client.base_url)),
+        return {"backend": s.backend, "model": s.model, "endpoint": public_url(str(self._client.base_url)),
                 "temperature": s.temperature, "max_tokens": s.max_tokens}
 
     def complete(self, request: JudgeRequest) -> Reply:
@@ -76,7 +72,7 @@ def _reply(response: Any) -> Reply:
 def _status_error(exc: openai.APIStatusError) -> Exception:
     status = exc.status_code
     message = redact(f"judge returned HTTP {status}: {_server_message(exc)}")
-    if status in _TRANSIENT_STATUS or status >= 500:
+    if transient_status(status):
         headers = exc.response.headers
         retry_after = parse_retry_after(headers.get("retry-after"))
         if retry_after is None and headers.get("retry-after-ms"):
@@ -96,14 +92,6 @@ def _server_message(exc: openai.APIStatusError) -> str:
             return str(body.get("message") or body)[:500]
     return str(body or exc.message)[:500]
 
-
-def _public_url(url: str) -> str:
-    """The endpoint without credentials or query string (recorded and hashed)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
 
 
 def _content(request: JudgeRequest) -> Any:
