@@ -26,37 +26,31 @@ judge.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import glob
 import json
 import os
-import platform
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # for tests.loopback
-
-from tests.loopback import ChatCompletionsServer  # noqa: E402
+from _common import (REPO, add_common_arguments, base_env, check_common_arguments, finish, fmt as _fmt,
+                     gold_of, judge_run_stats, last_line_has, metric_of, now, read_jsonl, read_results,
+                     read_samples, run_replay)
+from tests.loopback import ChatCompletionsServer
 
 PLUGIN_TASK = "gsm8k_gpt4em"
 BASELINE_TASK = "gsm8k_gpt4em_serial_baseline"
 METRIC = "gpt4_exact_match"
-REPLAY_FILE = "gsm8k_outputs/gpt3_175b_verifier_first100.jsonl"
+ENV_STRIP = ("MATHJUDGE_", "OPENAI_", "AZURE_OPENAI_")  # inherited variables removed from every run
 
 # --------------------------------------------------------------------------- judge server
 _SECTION = re.compile(r"### Reference solution\n(?P<reference>.*?)\n\n### Student's solution\n(?P<response>.*?)\n\n### How to grade",
                       re.S)
-_GOLD = re.compile(r"Final answer:\s*(?P<gold>\S+)\s*$")
 
 
 class VerdictResponder:
@@ -87,12 +81,8 @@ class VerdictResponder:
         match = _SECTION.search(prompt)
         if not match:
             return "Incorrect", "The prompt has no reference/student sections, so nothing can be compared."
-        gold_match = _GOLD.search(match["reference"].strip())
-        gold = gold_match["gold"] if gold_match else ""
-        lines = [ln for ln in match["response"].splitlines() if ln.strip()]
-        last = lines[-1].replace(",", "").replace("$", "") if lines else ""
-        same = bool(gold) and re.search(rf"(?<![\d.]){re.escape(gold)}(?![\d])", last) is not None
-        said = last.strip()[:80] or "nothing"
+        gold = gold_of(match["reference"])
+        same, said = last_line_has(gold, match["response"])
         return ("Correct" if same else "Incorrect",
                 f"The student's final line is '{said}' and the reference answer is {gold or '?'}; "
                 f"they are {'the same' if same else 'not the same'}.")
@@ -151,8 +141,14 @@ _TagTolerantLoader.add_constructor("!function", lambda loader, node: {"!function
 
 
 def _plugin_yaml(name: str) -> dict:
+    """One of the plugin's task YAMLs with its ``include:`` files merged in, as lm-eval does (own keys win)."""
     with open(REPO / "task_configs" / name, encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=_TagTolerantLoader)  # noqa: S506 -- SafeLoader subclass
+        config = yaml.load(fh, Loader=_TagTolerantLoader)  # noqa: S506 -- SafeLoader subclass
+    included = config.pop("include", None) or []
+    merged: dict = {}
+    for base in [included] if isinstance(included, str) else included:
+        merged.update(_plugin_yaml(base))
+    return {**merged, **config}
 
 
 def write_baseline_task(folder: Path) -> None:
@@ -194,100 +190,40 @@ class RunResult:
     log: str = ""
 
 
-def lm_eval_exe() -> str:
-    beside = Path(sys.executable).with_name("lm_eval")
-    return str(beside) if beside.exists() else (shutil.which("lm_eval") or "lm_eval")
-
-
-def base_env(data_dir: Path, cache_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MATHJUDGE_", "OPENAI_", "AZURE_OPENAI_"))}
-    no_proxy = ",".join(filter(None, [env.get("NO_PROXY", ""), "127.0.0.1,localhost"]))
-    env.update({
-        "OPENAI_API_KEY": "dummy",
-        "MATHJUDGE_DATA_DIR": str(data_dir),
-        "MATHJUDGE_CACHE_DIR": str(cache_dir),
-        "HF_DATASETS_OFFLINE": "1",
-        "HF_HUB_OFFLINE": "1",
-        "NO_PROXY": no_proxy,
-        "no_proxy": no_proxy,
-    })
-    return env
-
-
 def run_lm_eval(name: str, task: str, args: argparse.Namespace, server: ChatCompletionsServer,
                 responder: VerdictResponder, env: dict[str, str], out_dir: Path,
                 extra: list[str]) -> RunResult:
-    run_dir = out_dir / name
-    shutil.rmtree(run_dir, ignore_errors=True)
-    run_dir.mkdir(parents=True)
-    cmd = [lm_eval_exe(), "--model", "mathjudge-replay",
-           "--model_args", f"path={args.data_dir / REPLAY_FILE}",
-           "--tasks", task, "--limit", str(args.n),
-           "--output_path", str(run_dir), "--log_samples", *extra]
     server.reset()
     responder.reset()
-    log_path = out_dir / f"{name}.log"
-    print(f"[{name}] {' '.join(cmd)}", flush=True)
-    start = time.perf_counter()
-    with open(log_path, "w", encoding="utf-8") as log:
-        proc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO),
-                              timeout=args.timeout)
-    wall = time.perf_counter() - start
+    run = run_replay(name, task, args.replay, args.n, out_dir, env, extra, args.timeout)
+    wall = run.wall_s
 
     arrivals = sorted(r.time for r in server.requests if r.method == "POST" and "chat/completions" in r.path)
     replies = sorted(responder.reply_times)
     stage = (replies[-1] - arrivals[0]) if arrivals and replies else None
     span = (arrivals[-1] - arrivals[0]) if arrivals else None
-    score, plugin_calls = _read_results(run_dir, task)
-    result = RunResult(name=name, task=task, exit_code=proc.returncode, wall_s=wall,
+    results = read_results(run.run_dir)
+    result = RunResult(name=name, task=task, exit_code=run.exit_code, wall_s=wall,
                        judge_calls=server.call_count, judge_stage_s=stage, request_span_s=span,
-                       max_in_flight=server.max_in_flight, score=score, plugin_judge_calls=plugin_calls,
-                       per_doc=_read_samples(run_dir, task), log=str(log_path))
-    status = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode}, see {log_path})"
+                       max_in_flight=server.max_in_flight, score=metric_of(results, task, METRIC),
+                       plugin_judge_calls=judge_run_stats(results, task).get("judge_calls"),
+                       per_doc={int(row["doc_id"]): float(row[METRIC]) for row in read_samples(run.run_dir, task)},
+                       log=str(run.log))
+    status = "ok" if run.exit_code == 0 else f"FAILED (exit {run.exit_code}, see {run.log})"
     print(f"[{name}] {status}: wall {wall:.2f}s, judge calls {result.judge_calls}, "
-          f"judge stage {_fmt(stage)}s, {METRIC} {score}", flush=True)
+          f"judge stage {_fmt(stage)}s, {METRIC} {result.score}", flush=True)
     return result
-
-
-def _read_results(run_dir: Path, task: str) -> tuple[float | None, int | None]:
-    files = sorted(glob.glob(str(run_dir / "**" / "results_*.json"), recursive=True))
-    if not files:
-        return None, None
-    with open(files[-1], encoding="utf-8") as fh:
-        results = json.load(fh)
-    score = results.get("results", {}).get(task, {}).get(f"{METRIC},none")
-    run = (results.get("configs", {}).get(task, {}).get("metadata") or {}).get("judge", {}).get("run") or {}
-    return score, run.get("judge_calls")
-
-
-def _read_samples(run_dir: Path, task: str) -> dict[int, float]:
-    files = sorted(glob.glob(str(run_dir / "**" / f"samples_{task}_*.jsonl"), recursive=True))
-    per_doc: dict[int, float] = {}
-    for path in files[-1:]:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    row = json.loads(line)
-                    per_doc[int(row["doc_id"])] = float(row[METRIC])
-    return per_doc
 
 
 def _recorded_labels(replay: Path, n: int) -> dict[int, bool]:
     labels = {}
-    with open(replay, encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line) if line.strip() else {}
-            if isinstance(row.get("is_correct"), bool) and row.get("doc_id") is not None and int(row["doc_id"]) < n:
-                labels[int(row["doc_id"])] = row["is_correct"]
+    for row in read_jsonl(replay):
+        if isinstance(row.get("is_correct"), bool) and row.get("doc_id") is not None and int(row["doc_id"]) < n:
+            labels[int(row["doc_id"])] = row["is_correct"]
     return labels
 
 
 # --------------------------------------------------------------------------- report
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def markdown_table(runs: list[RunResult]) -> str:
     rows = ["| run | lm_eval wall (s) | judge stage (s) | judge calls | peak in flight | gpt4_exact_match |",
             "|---|---:|---:|---:|---:|---:|"]
@@ -300,26 +236,9 @@ def markdown_table(runs: list[RunResult]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=100, help="GSM8K test docs (the first N; at most 100)")
-    parser.add_argument("--latency", type=float, default=0.2, help="synthetic judge latency per call, seconds")
-    parser.add_argument("--concurrency", type=int, default=16, help="the plugin's judge_concurrency")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="results, logs and summary")
-    parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data",
-                        help="MATHJUDGE_DATA_DIR (gsm8k/test.jsonl and gsm8k_outputs/)")
-    parser.add_argument("--timeout", type=float, default=900, help="per lm_eval run, seconds")
+    add_common_arguments(parser, n=100, latency=0.2, out=REPO / "bench" / "out")
     args = parser.parse_args(argv)
-    args.data_dir = args.data_dir.resolve()
-    args.out = args.out.resolve()
-
-    replay = args.data_dir / REPLAY_FILE
-    for needed in (args.data_dir / "gsm8k" / "test.jsonl", replay):
-        if not needed.is_file():
-            parser.error(f"{needed} is missing (see --data-dir)")
-    with open(replay, encoding="utf-8") as fh:
-        recorded = sum(1 for line in fh if line.strip())
-    if not 1 <= args.n <= recorded:
-        parser.error(f"--n must be between 1 and {recorded} (the recorded generations)")
-    args.out.mkdir(parents=True, exist_ok=True)
+    replay = args.replay = check_common_arguments(parser, args)
 
     responder = VerdictResponder()
     with tempfile.TemporaryDirectory(prefix="mathjudge-bench-") as tmp, \
@@ -329,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         cache_dir.mkdir()
         task_dir.mkdir()
         write_baseline_task(task_dir)
-        env = base_env(args.data_dir, cache_dir)
+        env = base_env(args.data_dir, cache_dir, {"OPENAI_API_KEY": "dummy"}, ENV_STRIP)
         metadata = ["--metadata", json.dumps({"judge_base_url": server.url, "judge_concurrency": args.concurrency})]
         print(f"judge server {server.url}, latency {args.latency}s; N={args.n}; "
               f"plugin concurrency {args.concurrency}; output {args.out}", flush=True)
@@ -371,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     table = markdown_table(runs)
     print()
     print(f"N={args.n} docs, judge latency {args.latency}s (loopback, synthetic), plugin concurrency "
-          f"{args.concurrency}, {os.cpu_count()} CPUs, {_dt.datetime.now().isoformat(timespec='seconds')}")
+          f"{args.concurrency}, {os.cpu_count()} CPUs, {now()}")
     print()
     print(table)
     print()
@@ -379,25 +298,10 @@ def main(argv: list[str] | None = None) -> int:
           f"(lm_eval wall, baseline / plugin-cold: {_fmt(wall_ratio, 2)}x)")
     print(f"scores agree (total and per doc, all three runs): {'yes' if not problems else 'NO'}")
     print(f"synthetic judge vs the replay file's is_correct labels: {label_agree}/{len(labels)} docs agree")
-    for problem in problems:
-        print(f"PROBLEM: {problem}")
-
-    summary = {
-        "date": _dt.datetime.now().isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        "settings": {"n": args.n, "latency_s": args.latency, "concurrency": args.concurrency,
-                     "data_dir": str(args.data_dir)},
-        "runs": [{k: v for k, v in asdict(r).items() if k != "per_doc"} for r in runs],
-        "judge_stage_ratio_baseline_over_plugin": stage_ratio,
-        "wall_ratio_baseline_over_plugin": wall_ratio,
-        "synthetic_judge_agrees_with_recorded_is_correct": f"{label_agree}/{len(labels)}",
-        "problems": problems,
-        "table_markdown": table,
-    }
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    print(f"summary: {args.out / 'summary.json'}")
-    return 1 if problems else 0
-
+    return finish(args, runs, problems, {},
+                  judge_stage_ratio_baseline_over_plugin=stage_ratio, wall_ratio_baseline_over_plugin=wall_ratio,
+                  synthetic_judge_agrees_with_recorded_is_correct=f"{label_agree}/{len(labels)}",
+                  table_markdown=table)
 
 if __name__ == "__main__":
     sys.exit(main())
