@@ -1,8 +1,8 @@
 """``python -m lm_eval_mathjudge``: small maintenance commands.
 
-    tasks-dir        print the folder of task YAMLs (for --include_path)
-    cache            print where the judge cache lives and how big it is
-    cache --clear    delete the judge cache (replies and saved generations)
+    tasks-dir                     print the folder of task YAMLs (for --include_path)
+    cache [--cache-dir DIR]       where the judge cache lives and how big it is
+    cache --clear [--cache-dir]   delete the judge cache and saved generations (only those files)
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sqlite3
 import sys
+
+CACHE_SUFFIXES = ("", "-wal", "-shm")  # SQLite's file and its write-ahead log
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,32 +20,44 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("tasks-dir", help="print the task folder")
     cache = sub.add_parser("cache", help="show or clear the judge cache")
-    cache.add_argument("--clear", action="store_true", help="delete the cache folder")
+    cache.add_argument("--clear", action="store_true", help="delete the cache file and saved generations")
+    cache.add_argument("--cache-dir", help="the cache folder (default: as the tasks resolve it)")
     args = parser.parse_args(argv)
     if args.command == "tasks-dir":
         from ._startup import tasks_dir
 
         print(tasks_dir())
         return 0
-    return _cache(clear=args.clear)
+    return _cache(args.cache_dir or _default_cache_dir(), clear=args.clear)
 
 
-def _cache(clear: bool) -> int:
-    from .cache import FILE_NAME
+def _default_cache_dir() -> str:
     from .config import resolve_settings
 
-    folder = resolve_settings("exact_match", None, None).resolved_cache_dir()
-    if clear:
-        shutil.rmtree(folder, ignore_errors=True)
-        print(f"removed {folder}")
-        return 0
+    return resolve_settings("exact_match", None, None).resolved_cache_dir()
+
+
+def _cache(folder: str, clear: bool) -> int:
+    from .cache import FILE_NAME, ReplyCache
+
     path = os.path.join(folder, FILE_NAME)
-    if not os.path.exists(path):
-        print(f"{path} (empty)")
+    if clear:  # only our own files: the folder may be shared with anything else
+        for suffix in CACHE_SUFFIXES:
+            if os.path.exists(path + suffix):
+                os.remove(path + suffix)
+        generations = os.path.join(folder, "generations")
+        if os.path.isdir(generations):
+            shutil.rmtree(generations)
+        print(f"cleared the judge cache in {folder}")
         return 0
-    with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
-    print(f"{path}: {rows} judge replies, {os.path.getsize(path) / 1e6:.1f} MB")
+    if not os.path.exists(path):
+        print(f"{path}: no judge cache yet")
+        return 0
+    cache = ReplyCache(folder)
+    try:
+        print(f"{path}: {len(cache)} judge replies, {os.path.getsize(path) / 1e6:.1f} MB")
+    finally:
+        cache.close()
     return 0
 
 

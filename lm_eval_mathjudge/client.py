@@ -6,13 +6,14 @@ bounded thread pool (optionally rate limited) and returns one ``Outcome`` per
 request, in input order. Per request:
 
     if cache[key(ask)] parses for ask 0 or 1:  -> verdict, no call
+    if both asks are cached and off-contract:  -> failure "unparseable", no call
     for ask in (0, 1):                 # an off-contract reply is asked again once
         reply = judge call (with retries)   -> cached under key(ask)
         parse(reply) -> verdict        # done
     -> failure "unparseable"
 
 A cached reply is always re-parsed, so a parser fix rescores old replies for
-free, and an off-contract cached reply is asked again rather than trusted.
+free, and a rerun of the same evaluation makes no call at all.
 A fatal error (bad key, unknown model) stops new calls at once: the run fails
 with one message instead of a storm of identical errors.
 """
@@ -115,11 +116,15 @@ class JudgeClient:
 
     def _judge_one(self, key: str, request: JudgeRequest) -> Outcome:
         keys = [key] + [f"{key}:ask{ask}" for ask in range(1, PARSE_ASKS)]
-        for ask_key in keys:  # any reply already paid for that parses wins
-            cached = self._cached(ask_key)
-            if cached is not None:
-                return Outcome(verdict=self._parse(cached.text), raw_reply=cached.text, cached=True,
-                               usage=cached.usage)
+        stored = [self._cache.get(k) if self._cache is not None else None for k in keys]
+        for reply in stored:  # any reply already paid for that parses wins
+            if reply is not None and self._parses(reply.text):
+                self._count_hit()
+                return Outcome(verdict=self._parse(reply.text), raw_reply=reply.text, cached=True, usage=reply.usage)
+        if all(reply is not None for reply in stored):  # every ask was answered off-contract: no new call
+            self._count_hit()
+            return Outcome(failure="unparseable", raw_reply=stored[-1].text, cached=True, usage=stored[-1].usage,
+                           error=f"unparseable reply (cached): {self._reason(stored[-1].text)}")
         reply, calls, error = None, 0, None
         for ask_key in keys:
             try:
@@ -137,16 +142,16 @@ class JudgeClient:
                 error = f"unparseable reply: {exc.reason}"
         return Outcome(failure="unparseable", error=error, raw_reply=reply.text, calls=calls, usage=reply.usage)
 
-    def _cached(self, key: str) -> Reply | None:
-        """A cached reply that parses; an off-contract one is not trusted (it is asked again)."""
-        if self._cache is None:
-            return None
-        reply = self._cache.get(key)
-        if reply is None or not self._parses(reply.text):
-            return None
+    def _count_hit(self) -> None:
         with self._lock:
             self.stats.cache_hits += 1
-        return reply
+
+    def _reason(self, text: str) -> str:
+        try:
+            self._parse(text)
+        except UnparseableReply as exc:
+            return exc.reason
+        return "parsed"
 
     def _fresh(self, key: str, request: JudgeRequest) -> Reply:
         reply = call_with_retries(lambda: self._call(request), self._policy, on_retry=self._on_retry)
@@ -170,7 +175,7 @@ class JudgeClient:
         try:
             reply = self._backend.complete(request)
         except FatalJudgeError as exc:
-            if exc.status == 400 and request.media:  # e.g. an unsupported video: this sample only
+            if exc.kind == "http_400" and request.media:  # e.g. an unsupported video: this sample only
                 raise JudgeRefusal(f"the judge rejected the attached media: {exc}", kind="media_rejected") from None
             with self._lock:
                 self._fatal = self._fatal or exc
@@ -187,6 +192,12 @@ class JudgeClient:
     @property
     def fatal_error(self) -> FatalJudgeError | None:
         return self._fatal
+
+    def close(self) -> None:
+        """Release the backend and the cache (the client owns both once built)."""
+        self._backend.close()
+        if self._cache is not None:
+            self._cache.close()
 
 
 class _NullBar:

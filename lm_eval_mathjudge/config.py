@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 # The pinned default judges, named in this one place.
 DEFAULT_EXACT_MATCH_MODEL = "gpt-4-turbo-2024-04-09"  # Orca-Math's judge was GPT-4-Turbo
-DEFAULT_VLM_MODEL = "gemini-2.5-pro"
+DEFAULT_VLM_MODEL = "gemini-2.5-pro"  # the VLM-as-judge protocol's judge
+DEFAULT_OPENAI_VISION_MODEL = "gpt-4o-2024-08-06"  # the VLM judge on an OpenAI-compatible backend
 
 BACKENDS = ("openai", "azure", "local", "gemini")
 ENV_PREFIX = "MATHJUDGE_"
@@ -79,8 +80,19 @@ class JudgeSettings:
 _FIELDS = {f.name: f for f in fields(JudgeSettings)}
 
 JUDGE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "exact_match": {"backend": "openai", "model": DEFAULT_EXACT_MATCH_MODEL},
-    "vlm": {"backend": "gemini", "model": DEFAULT_VLM_MODEL, "max_tokens": 8192},
+    "exact_match": {"backend": "openai"},
+    "vlm": {"backend": "gemini", "max_tokens": 8192},  # Gemini 2.5 thinks within max_output_tokens
+}
+
+# Default model for (judge, backend) when no layer names one: switching backend switches model.
+DEFAULT_MODELS: dict[tuple[str, str], str] = {
+    ("exact_match", "openai"): DEFAULT_EXACT_MATCH_MODEL,
+    ("exact_match", "azure"): DEFAULT_EXACT_MATCH_MODEL,
+    ("exact_match", "gemini"): DEFAULT_VLM_MODEL,
+    ("exact_match", "local"): "math-verify",
+    ("vlm", "gemini"): DEFAULT_VLM_MODEL,
+    ("vlm", "openai"): DEFAULT_OPENAI_VISION_MODEL,
+    ("vlm", "azure"): DEFAULT_OPENAI_VISION_MODEL,
 }
 
 
@@ -94,8 +106,12 @@ def resolve_settings(judge: str, yaml_settings: Mapping[str, Any] | None,
     merged: dict[str, Any] = {}
     for layer in layers:
         merged.update(layer)
-    if merged.get("backend") == "local":
-        merged["model"] = "math-verify"  # the local judge has no model to choose
+    backend = str(merged["backend"])
+    if (judge, backend) not in DEFAULT_MODELS and backend in BACKENDS:
+        raise ConfigError(f"the {judge} judge cannot run on the {backend} backend (the local judge only "
+                          "speaks the exact-match contract); choose gemini, openai or azure")
+    if "model" not in merged or backend == "local":  # the local judge has no model to choose
+        merged["model"] = DEFAULT_MODELS.get((judge, backend), DEFAULT_EXACT_MATCH_MODEL)
     return JudgeSettings(**{k: _coerce(k, v) for k, v in merged.items()})
 
 

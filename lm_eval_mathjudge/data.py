@@ -76,7 +76,13 @@ def gsm8k(doc):
 
 @_normalise
 def with_solution(doc):
-    """MATH-500, AIME 2024 and Omni-MATH: problem, solution, answer."""
+    """MATH-500 and Omni-MATH: problem, solution, answer (LaTeX kept as given)."""
+    return doc["problem"], doc["solution"], str(doc["answer"]).strip()
+
+
+@_normalise
+def aime_with_solution(doc):
+    """AIME 2024: problem, worked solution, integer answer."""
     return doc["problem"], doc["solution"], _aime_number(str(doc["answer"]).strip())
 
 

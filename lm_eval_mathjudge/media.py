@@ -6,6 +6,9 @@ A response is a media reference when its whole text is one of
   (a path containing spaces counts only if the file exists: otherwise it is prose);
 * a ``data:<mime>;base64,...`` URL of one of those types.
 
+An ``http(s)://`` URL ending in a media extension is recognised too, so that it
+fails with a clear message instead of being judged as text: it is not fetched.
+
 Anything else is judged as text. A reference that cannot be sent (missing,
 unreadable, empty, too large, or bytes that are not what the name says) raises
 ``MediaError`` naming the file: the sample counts as a judge failure, the rest
@@ -41,7 +44,7 @@ def media_reference(response: str) -> str | None:
     text = response.strip().strip("<>\"'`").strip()
     if text.startswith("data:"):
         return text if _DATA_URL.match(text) else None
-    path = urlsplit(text).path if text.startswith("file://") else text
+    path = urlsplit(text).path if "://" in text else text
     if os.path.splitext(path)[1].lower() not in _ALL_TYPES:
         return None
     # Prose that merely ends in "fig.png" is text; a path with spaces must exist to count.
@@ -53,6 +56,9 @@ def media_reference(response: str) -> str | None:
 def load_media(reference: str) -> Media:
     if reference.startswith("data:"):
         return _from_data_url(reference)
+    if re.match(r"^[a-z][a-z0-9+.-]*://", reference, re.I) and not reference.startswith("file://"):
+        raise MediaError(f"{reference}: remote media are not fetched (judging must not depend on a third "
+                         "server); download the file and give its local path")
     path = unquote(urlsplit(reference).path) if reference.startswith("file://") else reference
     return _from_file(os.path.abspath(os.path.expanduser(path)))
 

@@ -10,8 +10,10 @@ import os
 import re
 from urllib.parse import urlsplit, urlunsplit
 
-SECRET_ENV_VARS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+SECRET_ENV_VARS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN", "GEMINI_API_KEY",
+                   "GOOGLE_API_KEY")
 _KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{6,}|AIza[0-9A-Za-z_\-]{20,})")
+_URL_USERINFO = re.compile(r"(?<=://)[^/\s@]+@")  # https://user:password@host
 
 
 def redact(text: str) -> str:
@@ -19,7 +21,7 @@ def redact(text: str) -> str:
         value = os.environ.get(name, "")
         if len(value) >= 4:
             text = text.replace(value, "***")
-    return _KEY_SHAPES.sub("***", text)
+    return _URL_USERINFO.sub("***@", _KEY_SHAPES.sub("***", text))
 
 
 def public_url(url: str) -> str:

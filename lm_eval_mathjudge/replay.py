@@ -4,11 +4,13 @@
 from FILE instead of generating. FILE is JSONL in either shape:
 
 * a previous run's samples file (``samples_<task>_*.jsonl``): ``doc`` and ``resps``;
-* plain records with ``response`` and ``question`` (or ``problem``) and/or ``doc_id``,
-  such as the generations this plugin saves when a judge run fails.
+* plain records with ``response`` and ``question`` (or ``problem``) or ``doc_id``,
+  optionally ``task``, such as the generations this plugin saves when judging fails.
 
-A request is matched by its question text first (robust to ``--limit`` and
-reordering), then by ``doc_id``. Requests with no recording are an error that
+A request is matched by its question text (robust to ``--limit`` and
+reordering; a record of the same task wins when a file holds several tasks).
+``doc_id`` is used only for records that carry no question, since doc ids of
+different data sets collide. Requests with no recording are an error that
 says how many and which, rather than silently empty answers.
 """
 
@@ -33,8 +35,9 @@ class ReplayLM(LM):
         if not path:
             raise ConfigError(f"--model {REPLAY_MODEL} needs --model_args path=FILE.jsonl "
                               "(a samples file or records with 'response' and 'question'/'doc_id')")
-        self._by_question: dict[str, str] = {}
-        self._by_doc_id: dict[int, str] = {}
+        # (task or None, question) -> response; doc_id -> response only for records without a question
+        self._by_question: dict[tuple[str | None, str], str] = {}
+        self._by_doc_id: dict[tuple[str | None, int], str] = {}
         for number, row in _rows(path):
             self._add(row, path, number)
 
@@ -42,30 +45,34 @@ class ReplayLM(LM):
         response = _response_of(row)
         if response is None:
             raise ConfigError(f"{path}:{number} has neither 'response' nor 'resps'")
-        question = _question_of(row.get("doc") or row)
+        task, question = row.get("task"), _question_of(row.get("doc") or row)
         if question is not None:
-            self._by_question[_norm(question)] = response
-        if row.get("doc_id") is not None:
-            self._by_doc_id[int(row["doc_id"])] = response
+            self._by_question[(task, _norm(question))] = response
+            self._by_question.setdefault((None, _norm(question)), response)
+        elif row.get("doc_id") is not None:
+            self._by_doc_id[(task, int(row["doc_id"]))] = response
+            self._by_doc_id.setdefault((None, int(row["doc_id"])), response)
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         answers, missing = [], []
         for request in requests:
             found = self._lookup(request)
             if found is None:
-                missing.append(request.doc_id)
+                missing.append(f"{request.task_name}:{request.doc_id}")
             answers.append(found or "")
         if missing:
             raise ConfigError(f"{len(missing)} of {len(answers)} requests have no recorded response "
-                              f"(doc_id {', '.join(map(str, missing[:10]))}{' ...' if len(missing) > 10 else ''}); "
+                              f"({', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}); "
                               "restrict the run with --limit or --samples to the recorded docs")
         return answers
 
     def _lookup(self, request) -> str | None:
+        """By question text (this task's record first); by doc_id only when the records carry no question."""
         question = _question_of(request.doc or {})
-        if question is not None and _norm(question) in self._by_question:
-            return self._by_question[_norm(question)]
-        return self._by_doc_id.get(request.doc_id)
+        if question is not None:
+            key = _norm(question)
+            return self._by_question.get((request.task_name, key), self._by_question.get((None, key)))
+        return self._by_doc_id.get((request.task_name, request.doc_id), self._by_doc_id.get((None, request.doc_id)))
 
     def loglikelihood(self, requests, disable_tqdm: bool = False):
         raise ConfigError(f"{REPLAY_MODEL} only replays generations; it cannot score log-likelihoods")
@@ -73,14 +80,15 @@ class ReplayLM(LM):
     loglikelihood_rolling = loglikelihood
 
 
-def save_generations(cache_dir: str, task: str, rows: Iterable[tuple[int, dict, str]]) -> str:
-    """Write generations to a replay file under the cache folder and return its path."""
+def save_generations(cache_dir: str, rows: Iterable[tuple[str, int, dict, str]]) -> str:
+    """Write (task, doc_id, doc, response) rows to a new replay file under the cache folder."""
     folder = os.path.join(cache_dir, "generations")
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"{task}-{time.strftime('%Y%m%dT%H%M%S')}.jsonl")
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    path = os.path.join(folder, f"generations-{stamp}-{os.getpid()}-{time.time_ns() % 10**9:09d}.jsonl")
     with open(path, "w", encoding="utf-8") as fh:
-        for doc_id, doc, response in rows:
-            record = {"doc_id": doc_id, "question": _question_of(doc), "response": response}
+        for task, doc_id, doc, response in rows:
+            record = {"task": task, "doc_id": doc_id, "question": _question_of(doc), "response": response}
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
     return path
 

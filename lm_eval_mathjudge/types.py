@@ -53,8 +53,9 @@ class JudgeRequest:
     output_text: str | None = None
 
     def key_payload(self) -> dict[str, Any]:
-        # Media enter the key by content hash, never by path.
-        return {"prompt": self.prompt, "output_text": self.output_text,
+        # Media enter the key by content hash, never by path. The fields too: the local judge
+        # reads the gold answer from them, not from the prompt.
+        return {"prompt": self.prompt, "output_text": self.output_text, "fields": dict(self.fields),
                 "media": [[m.mime_type, m.sha256] for m in self.media]}
 
 

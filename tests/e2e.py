@@ -28,8 +28,13 @@ class Run:
         return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+# Variables that could point a run away from loopback or change its settings.
+_INHERITED_PREFIXES = ("MATHJUDGE_", "OPENAI_", "AZURE_OPENAI_", "GOOGLE_", "GEMINI_")
+
+
 def run_lm_eval(args: list[str], env: dict[str, str], out_dir: Path, timeout: float = 300) -> Run:
-    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
+    full_env = {**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                 "TOKENIZERS_PARALLELISM": "false", **env}
     proc = subprocess.run([LM_EVAL, *args, "--output_path", str(out_dir)], env=full_env,
                           capture_output=True, text=True, timeout=timeout)

@@ -126,11 +126,12 @@ def test_media_enter_the_key_by_hash_not_path():
     assert key(png) != key(edited)
 
 
-def test_request_fields_do_not_enter_the_key():
-    # `fields` feed the local judge; the prompt already renders them.
+def test_request_fields_enter_the_key():
+    # The local judge reads the gold answer from `fields`, which the prompt may not contain
+    # (MATH-500's answer is not rendered): a changed gold answer must not hit an old verdict.
     a = JudgeRequest(prompt="P", fields={"answer": "18"})
     b = JudgeRequest(prompt="P", fields={"answer": "16"})
-    assert request_key(a.key_payload()) == request_key(b.key_payload())
+    assert request_key(a.key_payload()) != request_key(b.key_payload())
 
 
 def test_request_key_golden_value():

@@ -440,3 +440,14 @@ def test_a_refusal_is_counted_not_retried_and_not_cached(cache):
     assert (outcome.failure, outcome.transport_failed, outcome.calls) == ("safety", False, 1)
     assert len(backend.calls) == 1 and len(cache) == 0
     assert client.stats.failures == {"safety": 1}
+
+
+def test_a_rerun_of_an_off_contract_sample_makes_no_call(cache):
+    backend = FakeBackend(lambda request, attempt: REPLY_OFF_CONTRACT)
+    [first] = make_client(backend, cache).judge_all([problem(1)])
+    assert first.failure == "unparseable" and len(backend.calls) == 2
+
+    rerun_backend = FakeBackend()
+    [second] = make_client(rerun_backend, cache).judge_all([problem(1)])
+    assert rerun_backend.calls == []
+    assert (second.failure, second.cached, second.raw_reply) == ("unparseable", True, REPLY_OFF_CONTRACT)

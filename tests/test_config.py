@@ -250,8 +250,12 @@ def test_settings_are_frozen_and_public_has_every_field():
                  id="scoped-env-beats-generic-env"),
     pytest.param("exact_match", {"judge_model": "meta"}, {"MATHJUDGE_GPT4EM_MODEL": "env"}, ("openai", "meta"),
                  id="metadata-beats-scoped-env"),
-    pytest.param("vlm", {"vlm_judge_backend": "openai"}, {}, ("openai", "gemini-2.5-pro"),
-                 id="vlm-on-an-openai-compatible-server"),
+    pytest.param("vlm", {"vlm_judge_backend": "openai"}, {}, ("openai", "gpt-4o-2024-08-06"),
+                 id="switching-backend-switches-the-default-model"),
+    pytest.param("exact_match", {"judge_backend": "gemini"}, {}, ("gemini", "gemini-2.5-pro"),
+                 id="gpt4em-on-gemini-gets-a-gemini-model"),
+    pytest.param("vlm", {"vlm_judge_backend": "openai", "vlm_judge_model": "Qwen/Qwen2.5-VL-72B-Instruct"}, {},
+                 ("openai", "Qwen/Qwen2.5-VL-72B-Instruct"), id="an-explicit-model-wins"),
 ])
 def test_judge_scoped_settings(judge, metadata, environ, expected):
     settings = resolve_settings(judge, None, metadata, environ=environ)
@@ -266,3 +270,8 @@ def test_scoped_typos_are_rejected_even_for_the_other_judge():
 def test_unknown_mathjudge_variables_are_reported(caplog):
     resolve_settings("exact_match", None, None, environ={"MATHJUDGE_CONCURENCY": "4"})
     assert "MATHJUDGE_CONCURENCY" in caplog.text
+
+
+def test_the_vlm_judge_cannot_run_locally():
+    with pytest.raises(ConfigError, match="cannot run on the local backend"):
+        resolve_settings("vlm", None, {"judge_backend": "local"}, environ={})

@@ -35,7 +35,7 @@ def test_math500_keeps_latex_answers(shared_data):
 
 
 def test_aime24_answers_lose_leading_zeros(shared_data):
-    docs = _normalised(shared_data, "aime24", data.with_solution, n=30)
+    docs = _normalised(shared_data, "aime24", data.aime_with_solution, n=30)
     assert docs[0]["mj_answer"] == "204"
     padded = [d for d in docs if d["answer"].startswith("0")]
     assert padded, "this copy has answers like 025"

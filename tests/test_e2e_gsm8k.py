@@ -125,7 +125,7 @@ def test_transport_failure_stops_the_run_and_saved_generations_replay(gsm8k_slic
         assert "12 of 12 samples got no verdict" in failed.stderr
         assert "Nothing was scored as wrong" in failed.stderr
         assert not list((tmp_path / "out1").rglob("results_*.json"))
-        saved = next((cache / "generations").glob("gsm8k_gpt4em-*.jsonl"))
+        saved = next((cache / "generations").glob("generations-*.jsonl"))
 
         judge.reset()  # the judge is back: replay the saved generations, no model needed
         calls_to_model = model.call_count

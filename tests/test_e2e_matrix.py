@@ -43,16 +43,13 @@ def _model(gold: dict[str, str]):
     return respond
 
 
-def _vlm_reply(gold: dict[str, str]):
-    by_reference = {}
-
+def _vlm_reply():
     def respond(body: dict) -> str:
         parts = body["contents"][0]["parts"]
         reference, output = parts[0]["text"], parts[1]["text"]
         answer = boxed(output)
         correct = answer is not None and answer in reference and "+1" not in answer
         flag = int(correct)
-        by_reference[reference] = flag
         return (f"INTERMEDIATE_CORRECT: {flag}\nFINAL_CORRECT: {flag}\nACTION_REFLECTION: 0\n"
                 f"EXPLANATION: The final answer {answer} {'matches' if correct else 'does not match'} the official one.")
     return respond
@@ -74,7 +71,7 @@ def test_all_ten_tasks_and_both_groups_run_offline(data_slice, tmp_path):
     gold = _gold_answers(data_dir)
     expected = 2 / 3  # with N = 3, per data set: doc 0 wrong, docs 1 and 2 right
     with ChatCompletionsServer(_model(gold)) as model, ChatCompletionsServer(_exact_match_any) as em_judge, \
-            GeminiServer(_vlm_reply(gold)) as vlm_judge:
+            GeminiServer(_vlm_reply()) as vlm_judge:
         metadata = {"gpt4em_judge_base_url": em_judge.url, "vlm_judge_base_url": vlm_judge.url}
         run = run_lm_eval(
             ["--model", "local-chat-completions",
@@ -151,3 +148,33 @@ def test_media_outputs_are_attached_uploaded_and_failed_per_file(data_slice, tmp
     assert "inline_data" in by_doc[0]["verdict"]["explanation"] or "inlineData" in by_doc[0]["verdict"]["explanation"]
     assert "file_data" in by_doc[1]["verdict"]["explanation"] or "fileData" in by_doc[1]["verdict"]["explanation"]
     assert run.results()["configs"]["gsm8k_vlmjudge"]["metadata"]["judge"]["run"]["failures"] == {"media": 1}
+
+
+def test_a_judge_outage_in_a_group_keeps_every_tasks_generations(data_slice, tmp_path):
+    """lm-eval judges a group task by task; the first failure must not lose the others' generations."""
+    data_dir = data_slice(N)
+    gold = _gold_answers(data_dir)
+    env = {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
+           "OPENAI_API_KEY": CANARY_KEY}
+    with ChatCompletionsServer(_model(gold)) as model, ChatCompletionsServer(_exact_match_any) as judge:
+        judge.inject(status=503, times=10_000)
+        metadata = {"judge_base_url": judge.url, "judge_max_retries": 0}
+        failed = run_lm_eval(
+            ["--model", "local-chat-completions",
+             "--model_args", f"model=loopback-model,base_url={model.chat_url},num_concurrent=8,max_retries=1",
+             "--apply_chat_template", "--tasks", "mathjudge_gpt4em", "--metadata", json.dumps(metadata)],
+            env, tmp_path / "out1")
+        assert failed.returncode != 0 and "got no verdict" in failed.stderr
+        assert "The generations of 5 task(s) are saved in" in failed.stderr
+        saved = next((tmp_path / "cache" / "generations").glob("*.jsonl"))
+        assert {json.loads(line)["task"] for line in saved.read_text().splitlines()} == {
+            f"{ds}_gpt4em" for ds in DATASETS}
+
+        judge.reset()
+        model_calls = model.call_count
+        replay = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={saved}",
+                              "--tasks", "mathjudge_gpt4em", "--metadata", json.dumps({"judge_base_url": judge.url})],
+                             env, tmp_path / "out2")
+        assert replay.returncode == 0, replay.stderr[-4000:]
+        assert model.call_count == model_calls and judge.call_count == 5 * N
+    assert replay.results()["results"]["mathjudge_gpt4em"]["gpt4_exact_match,none"] == pytest.approx(2 / 3)

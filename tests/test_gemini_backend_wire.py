@@ -362,7 +362,8 @@ def test_client_errors_stop_the_run(server, status, hint):
     assert 1 <= server.generate_calls <= 3  # at most the calls already in flight
     assert isinstance(client.fatal_error, FatalJudgeError) and client.fatal_error.status == status
     assert client.stats.retries == 0
-    assert {o.failure for o in outcomes} <= {f"http_{status}", "aborted"}
+    first_kind = "auth" if status == 400 else f"http_{status}"  # Gemini answers a bad key with a 400
+    assert {o.failure for o in outcomes} <= {first_kind, "aborted"}
     assert all(o.transport_failed for o in outcomes)
     assert hint in str(client.fatal_error) and str(status) in str(client.fatal_error)
     assert CANARY not in texts(client, outcomes) and "0123456789abcdef" not in texts(client, outcomes)
@@ -431,3 +432,31 @@ def test_backend_maps_wire_faults(server, fault, error_class, kind, status, retr
     if status:
         assert str(status) in str(caught.value)
     assert CANARY not in str(caught.value)
+
+
+# ------------------------------------------------------------------------ 400s on media requests
+
+def test_a_400_about_the_media_fails_that_sample_only(server, tmp_path):
+    image = media_file(tmp_path, "a.png", media_fixtures.png(), "image/png")
+
+    def respond(body):
+        parts = body["contents"][0]["parts"]
+        if any("inlineData" in p or "inline_data" in p for p in parts):
+            return {"status": 400, "text": "Unsupported MIME type for this model."}
+        return judge_like_gemini(body)
+
+    server.responder = respond
+    client, outcomes, _ = judge(server, [media_request(image), text_request(), text_request(f"{RIGHT} again")])
+    assert outcomes[0].failure == "media_rejected" and not outcomes[0].transport_failed
+    assert [o.verdict.final_correct for o in outcomes[1:]] == [1, 1]
+    assert client.fatal_error is None
+
+
+def test_a_bad_key_on_media_requests_still_stops_the_run(server, tmp_path):
+    images = [media_file(tmp_path, f"{i}.png", media_fixtures.png(rgb=(i, 0, 0)), "image/png") for i in range(8)]
+    server.latency = 0.05
+    server.responder = lambda body: {"status": 400, "text": "API key not valid. Please pass a valid API key."}
+    client, outcomes, _ = judge(server, [media_request(m) for m in images], concurrency=2)
+    assert isinstance(client.fatal_error, FatalJudgeError) and client.fatal_error.kind == "auth"
+    assert server.generate_calls <= 2
+    assert {o.failure for o in outcomes} <= {"auth", "aborted"} and all(o.transport_failed for o in outcomes)

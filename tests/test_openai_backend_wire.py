@@ -347,3 +347,24 @@ def test_azure_backend_uses_the_deployment_route_and_its_own_key(server, monkeyp
     assert recorded.path.startswith("/openai/deployments/my-gpt4-deployment/chat/completions?api-version=2024-10-21")
     assert recorded.headers["api-key"] == "azure-canary-key-123456"
     assert client.identity["backend"] == "azure" and "azure-canary" not in json.dumps(client.identity)
+
+
+@pytest.mark.parametrize("reply, kind", [
+    pytest.param({"content": "Error Analysis: The student's answer of 18 matches", "finish_reason": "length"},
+                 "max_tokens", id="truncated-at-max-tokens"),
+    pytest.param({"content": None, "finish_reason": "content_filter"}, "content_filter", id="filtered-reply"),
+    pytest.param({"status": 400, "raw_body": json.dumps({"error": {
+        "message": "This model's maximum context length is 8192 tokens. However, you requested 9100 tokens.",
+        "type": "invalid_request_error", "code": "context_length_exceeded"}})}, "context_length",
+        id="response-too-long-for-the-judge"),
+    pytest.param({"status": 400, "raw_body": json.dumps({"error": {
+        "message": "The response was filtered due to the prompt triggering Azure OpenAI's content management policy.",
+        "type": None, "code": "content_filter"}})}, "content_filter", id="azure-prompt-filter"),
+])
+def test_per_request_refusals_fail_one_sample_and_the_run_goes_on(server, reply, kind):
+    first = request(18, variant=1)
+    server.responder = lambda body: reply if body["messages"][0]["content"] == first.prompt else judge_like_gpt4(body)
+    client, outcomes, _ = judge(server, [first, request(18, variant=2), request(17, variant=3)])
+    assert outcomes[0].failure == kind and not outcomes[0].transport_failed
+    assert [o.verdict.correct for o in outcomes[1:]] == [True, False]
+    assert client.fatal_error is None

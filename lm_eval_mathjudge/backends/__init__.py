@@ -28,16 +28,22 @@ _CREDENTIALS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-def check_credentials(settings: JudgeSettings, environ: Mapping[str, str] | None = None) -> None:
+_ALTERNATIVES = {
+    "exact_match": "--metadata '{\"gpt4em_judge_backend\": \"local\"}' (the offline math-verify judge)",
+    "vlm": "--metadata '{\"vlm_judge_backend\": \"openai\", \"vlm_judge_model\": \"...\"}' "
+           "(any OpenAI-compatible vision model)",
+}
+
+
+def check_credentials(settings: JudgeSettings, judge: str, environ: Mapping[str, str] | None = None) -> None:
     """Fail before any generation when the judge cannot possibly authenticate."""
     environ = os.environ if environ is None else environ
     if settings.backend not in _CREDENTIALS:
         return
     names, hint = _CREDENTIALS[settings.backend]
-    if not any(environ.get(n) for n in names):
+    if not any(environ.get(n, "").strip().lower() not in ("", "0", "false") for n in names):
         raise ConfigError(f"the {settings.backend} judge ({settings.model}) needs credentials, and none of "
-                          f"{', '.join(names)} is set: {hint}. Or pick another judge with "
-                          f"--metadata '{{\"judge_backend\": \"local\"}}' (offline math-verify judge).")
+                          f"{', '.join(names)} is set: {hint}. Or pick another judge with {_ALTERNATIVES[judge]}.")
 
 
 def build(settings: JudgeSettings, judge: str) -> Backend:

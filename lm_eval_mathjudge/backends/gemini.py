@@ -33,7 +33,7 @@ from ..types import JudgeRequest, Media
 
 log = logging.getLogger(__name__)
 
-INLINE_MAX_BYTES = 15 * 1024 * 1024  # inline media above this use the File API (request limit ~20 MB)
+INLINE_MAX_BYTES = 14 * 1000 * 1000  # base64 makes this ~18.7 MB, under the ~20 MB request limit
 FILE_POLL_SECONDS = 2.0  # wait between File API state checks
 FILE_ACTIVE_TIMEOUT = 600.0  # give up on a file still PROCESSING after this long (transient)
 DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
@@ -135,23 +135,28 @@ class GeminiBackend:
 
     # -- media ----------------------------------------------------------------------
     def _media_part(self, media: Media, uploaded: list[str]) -> Any:
-        try:
-            data = media.read()
-        except OSError as exc:
-            raise MediaError(f"{media.source}: cannot read the media file: {exc}") from None
-        if len(data) <= INLINE_MAX_BYTES:
-            return types.Part.from_bytes(data=data, mime_type=media.mime_type)
+        if media.size <= INLINE_MAX_BYTES:
+            try:
+                return types.Part.from_bytes(data=media.read(), mime_type=media.mime_type)
+            except OSError as exc:
+                raise MediaError(f"{media.source}: cannot read the media file: {exc}") from None
         if self._vertex:
-            raise MediaError(f"{media.source}: {len(data)} bytes is over the {INLINE_MAX_BYTES}-byte inline "
+            raise MediaError(f"{media.source}: {media.size} bytes is over the {INLINE_MAX_BYTES}-byte inline "
                              "limit, and Vertex AI has no File API; use the Gemini Developer API "
                              "(GEMINI_API_KEY) for large media")
-        return types.Part.from_uri(file_uri=self._upload(media, data, uploaded), mime_type=media.mime_type)
+        return types.Part.from_uri(file_uri=self._upload(media, uploaded), mime_type=media.mime_type)
 
-    def _upload(self, media: Media, data: bytes, uploaded: list[str]) -> str:
-        """Upload through the File API and wait until ACTIVE; returns the file URI."""
-        file = self._client.files.upload(
-            file=io.BytesIO(data),
-            config=types.UploadFileConfig(mime_type=media.mime_type, display_name=f"mathjudge-{media.sha256[:16]}"))
+    def _upload(self, media: Media, uploaded: list[str]) -> str:
+        """Upload through the File API and wait until ACTIVE; returns the file URI.
+
+        A file on disk is streamed by the SDK from its path: a 2 GB video is never held in memory.
+        """
+        source = media.path if media.path is not None else io.BytesIO(media.read())
+        config = types.UploadFileConfig(mime_type=media.mime_type, display_name=f"mathjudge-{media.sha256[:16]}")
+        try:
+            file = self._client.files.upload(file=source, config=config)
+        except OSError as exc:
+            raise MediaError(f"{media.source}: cannot read the media file: {exc}") from None
         uploaded.append(file.name)
         deadline = time.monotonic() + FILE_ACTIVE_TIMEOUT
         while True:
@@ -233,15 +238,16 @@ def _status_error(exc: genai_errors.APIError) -> Exception:
     if transient_status(code) or code < 400:  # < 400: an odd code the SDK still raised
         kind = "rate_limited" if code == 429 else f"http_{code}"
         return TransientJudgeError(message, kind=kind, status=code or None, retry_after=_retry_after(exc))
+    kind = f"http_{code}"
     if code in (401, 403):
         hint = "check GEMINI_API_KEY / GOOGLE_API_KEY, or the Vertex AI credentials and project"
     elif code == 404:
         hint = "check the judge model name (judge_model) and base URL"
-    elif "api key" in text.lower():
-        hint = "check GEMINI_API_KEY / GOOGLE_API_KEY"
+    elif "api key" in text.lower() or "API_KEY" in text:  # Gemini answers a bad key with a 400
+        hint, kind = "check GEMINI_API_KEY / GOOGLE_API_KEY", "auth"
     else:
         hint = "the request was rejected"
-    return FatalJudgeError(f"{message} ({hint}; not retried)", kind=f"http_{code}", status=code)
+    return FatalJudgeError(f"{message} ({hint}; not retried)", kind=kind, status=code)
 
 
 def _retry_after(exc: genai_errors.APIError) -> float | None:

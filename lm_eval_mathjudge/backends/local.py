@@ -21,6 +21,9 @@ from ..errors import ConfigError
 from ..types import JudgeRequest
 
 
+LOCAL_JUDGE_VERSION = 1  # bump when the extraction or the reply wording changes (part of cache keys)
+
+
 def create(settings: JudgeSettings, judge: str) -> "LocalBackend":
     if judge != "exact_match":
         raise ConfigError(f"the local judge only speaks the exact-match contract, not {judge!r}; "
@@ -37,7 +40,8 @@ class LocalBackend:
         self._version = metadata.version("math-verify")
 
     def identity(self) -> dict[str, Any]:
-        return {"backend": "local", "model": "math-verify", "version": self._version}
+        return {"backend": "local", "model": "math-verify", "version": self._version,
+                "local_judge": LOCAL_JUDGE_VERSION}
 
     def complete(self, request: JudgeRequest) -> Reply:
         gold_text = request.fields["answer"]

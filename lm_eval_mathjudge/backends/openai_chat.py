@@ -14,7 +14,7 @@ import openai
 
 from ..cache import Reply
 from ..config import JudgeSettings
-from ..errors import FatalJudgeError, MediaError, TransientJudgeError
+from ..errors import FatalJudgeError, JudgeRefusal, MediaError, TransientJudgeError
 from ..redact import public_url, redact
 from ..retry import parse_retry_after, transient_status
 from ..types import JudgeRequest, Media
@@ -64,6 +64,12 @@ def _reply(response: Any) -> Reply:
     choices = getattr(response, "choices", None)
     if not choices or choices[0].message is None:
         raise TransientJudgeError("judge response has no choices", kind="bad_response")
+    finish = choices[0].finish_reason
+    if finish == "length":
+        raise JudgeRefusal("the judge stopped at max_tokens before finishing its verdict; raise judge_max_tokens "
+                           "(reasoning judges spend tokens before they answer)", kind="max_tokens")
+    if finish == "content_filter":
+        raise JudgeRefusal("the provider's content filter withheld the judge's reply", kind="content_filter")
     usage = getattr(response, "usage", None)
     counts = {k: v for k, v in (usage.model_dump() if usage else {}).items() if isinstance(v, int)}
     return Reply(text=choices[0].message.content or "", usage=counts, finish_reason=choices[0].finish_reason)
@@ -79,9 +85,26 @@ def _status_error(exc: openai.APIStatusError) -> Exception:
             retry_after = (parse_retry_after(headers.get("retry-after-ms")) or 0) / 1000
         kind = "rate_limited" if status == 429 else f"http_{status}"
         return TransientJudgeError(message, kind=kind, status=status, retry_after=retry_after)
+    refusal = _per_request_refusal(exc, message)
+    if refusal is not None:
+        return refusal
     hint = {401: "check the API key variable", 403: "the key may lack access to this model",
             404: "check the judge model name and base URL"}.get(status, "the request was rejected")
     return FatalJudgeError(f"{message} ({hint}; not retried)", kind=f"http_{status}", status=status)
+
+
+def _per_request_refusal(exc: openai.APIStatusError, message: str) -> JudgeRefusal | None:
+    """400s about this one request (too long, filtered): the sample fails, the run goes on."""
+    if exc.status_code != 400:
+        return None
+    code = str(getattr(exc, "code", "") or "").lower()
+    text = message.lower()
+    if code == "content_filter" or "content management policy" in text or "content_filter" in text:
+        return JudgeRefusal(f"{message} (the provider's content filter)", kind="content_filter")
+    if code == "context_length_exceeded" or "context length" in text or "maximum context" in text:
+        return JudgeRefusal(f"{message} (the response is too long for the judge's context window)",
+                            kind="context_length")
+    return None
 
 
 def _server_message(exc: openai.APIStatusError) -> str:
