@@ -41,3 +41,42 @@ def cache_writer(directory: str, worker: int, rows: int, start, results) -> None
     except Exception as exc:  # noqa: BLE001
         errors.append(f"{type(exc).__name__}: {exc}")
     results.put((worker, written, errors))
+
+
+def wire_faults(timeout_delay: float) -> list:
+    """Faults both wire protocols must map the same way: (inject kwargs, error, kind, status, retry_after)."""
+    import pytest
+
+    from lm_eval_mathjudge.errors import FatalJudgeError, TransientJudgeError
+
+    transient = [({"status": 429, "headers": {"Retry-After": "1"}}, "rate_limited", 429, 1.0, "429-retry-after"),
+                 ({"status": 429}, "rate_limited", 429, None, "429-no-header"),
+                 ({"status": 408}, "http_408", 408, None, "408"),
+                 ({"status": 500}, "http_500", 500, None, "500"),
+                 ({"status": 503, "headers": {"Retry-After": "2"}}, "http_503", 503, 2.0, "503-retry-after"),
+                 ({"garbage": True}, "bad_response", None, None, "garbage-200"),
+                 ({"drop": True}, "connection", None, None, "dropped-connection"),
+                 ({"delay": timeout_delay}, "timeout", None, None, "timeout")]
+    fatal = [({"status": code}, f"http_{code}", code, None, str(code)) for code in (400, 401, 403, 404)]
+    return ([pytest.param(f, TransientJudgeError, k, s, r, id=i) for f, k, s, r, i in transient]
+            + [pytest.param(f, FatalJudgeError, k, s, r, id=i) for f, k, s, r, i in fatal])
+
+
+def run_threads(target, count: int) -> list[BaseException]:
+    """Run target(worker) in `count` threads; return what they raised."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def guarded(worker: int) -> None:
+        try:
+            target(worker)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(w,)) for w in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors

@@ -10,7 +10,7 @@ import pytest
 
 from lm_eval_mathjudge.cache import FILE_NAME, Reply, ReplyCache, request_key
 from lm_eval_mathjudge.types import JudgeRequest, Media
-from tests._helpers import REPLY_CORRECT, REPLY_INCORRECT, cache_writer
+from tests._helpers import REPLY_CORRECT, REPLY_INCORRECT, cache_writer, run_threads
 
 JUDGE = "openai:gpt-4-turbo-2024-04-09"
 
@@ -146,28 +146,17 @@ GOLDEN_KEY = "90b7ef3fbdc32eadd339600886e246baa0b92b2fceb792fe2043454d65401ea0"
 # ----------------------------------------------------------------------- concurrency
 
 def test_threads_share_one_cache(cache):
-    errors: list[BaseException] = []
-
     def write(worker: int) -> None:
-        try:
-            for i in range(50):
-                cache.put(f"t{worker}-{i}", Reply(text=REPLY_CORRECT, usage={"total_tokens": i}), JUDGE)
-                assert cache.get(f"t{worker}-{i}") is not None
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
+        for i in range(50):
+            cache.put(f"t{worker}-{i}", Reply(text=REPLY_CORRECT, usage={"total_tokens": i}), JUDGE)
+            assert cache.get(f"t{worker}-{i}") is not None
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert run_threads(write, 8) == []
     assert len(cache) == 400
     assert cache.get("t7-49") == Reply(text=REPLY_CORRECT, usage={"total_tokens": 49})
 
 
 def test_threads_with_their_own_connections(tmp_path):
-    errors: list[BaseException] = []
     barrier = threading.Barrier(8)
 
     def write(worker: int) -> None:
@@ -176,17 +165,10 @@ def test_threads_with_their_own_connections(tmp_path):
             barrier.wait(timeout=30)
             for i in range(50):
                 store.put(f"t{worker}-{i}", Reply(text=REPLY_INCORRECT), JUDGE)
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
         finally:
             store.close()
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert run_threads(write, 8) == []
     reader = ReplyCache(str(tmp_path))
     try:
         assert len(reader) == 400
