@@ -170,19 +170,29 @@ class JudgeClient:
         if self._fatal is not None:  # another thread hit a fatal error: stop spending
             raise FatalJudgeError(f"not sent: {self._fatal}", kind="aborted")
         self._limiter.acquire()
-        with self._lock:
-            self.stats.calls += 1  # every request sent, failed attempts included
         try:
             reply = self._backend.complete(request)
+        except MediaError:  # refused before anything was sent (e.g. video to an openai judge)
+            raise
         except FatalJudgeError as exc:
+            self._count_call(None)
             if exc.kind == "http_400" and request.media:  # e.g. an unsupported video: this sample only
                 raise JudgeRefusal(f"the judge rejected the attached media: {exc}", kind="media_rejected") from None
             with self._lock:
                 self._fatal = self._fatal or exc
             raise
-        with self._lock:
-            self.stats.usage.update({k: v for k, v in reply.usage.items() if isinstance(v, int)})
+        except JudgeCallError:
+            self._count_call(None)
+            raise
+        self._count_call(reply)
         return reply
+
+    def _count_call(self, reply: Reply | None) -> None:
+        """Every request that went out counts, failed attempts included."""
+        with self._lock:
+            self.stats.calls += 1
+            if reply is not None:
+                self.stats.usage.update({k: v for k, v in reply.usage.items() if isinstance(v, int)})
 
     def _on_retry(self, error: JudgeCallError, delay: float) -> None:
         with self._lock:

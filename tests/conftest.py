@@ -1,7 +1,7 @@
 """Shared fixtures: slices of the real data sets, and a network guard.
 
 The data are the embedded copies in ``examples/data`` (the first rows of each
-real test set); ``MATHJUDGE_TEST_DATA`` points at a fuller copy in the same
+real test set); ``MJ_TEST_DATA`` points at a fuller copy in the same
 layout if wanted.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("MATHJUDGE_TEST_DATA", REPO / "examples" / "data"))
+SHARED_DATA = Path(os.environ.get("MJ_TEST_DATA", REPO / "examples" / "data"))
 DATASETS = ("gsm8k", "math500", "aime24", "aime25", "omnimath")
 
 
@@ -28,7 +28,7 @@ def read_jsonl(path: Path) -> list[dict]:
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not (SHARED_DATA / "gsm8k" / "test.jsonl").is_file():
-        pytest.fail(f"test data not found in {SHARED_DATA}: set MATHJUDGE_TEST_DATA to the shared/data folder")
+        pytest.fail(f"test data not found in {SHARED_DATA}: set MJ_TEST_DATA to the shared/data folder")
     return SHARED_DATA
 
 
