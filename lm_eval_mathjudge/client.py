@@ -117,14 +117,15 @@ class JudgeClient:
     def _judge_one(self, key: str, request: JudgeRequest) -> Outcome:
         keys = [key] + [f"{key}:ask{ask}" for ask in range(1, PARSE_ASKS)]
         stored = [self._cache.get(k) if self._cache is not None else None for k in keys]
-        for reply in stored:  # any reply already paid for that parses wins
-            if reply is not None and self._parses(reply.text):
+        parsed = [self._try_parse(reply.text) if reply is not None else (None, None) for reply in stored]
+        for reply, (verdict, _) in zip(stored, parsed):  # any reply already paid for that parses wins
+            if verdict is not None:
                 self._count_hit()
-                return Outcome(verdict=self._parse(reply.text), raw_reply=reply.text, cached=True, usage=reply.usage)
+                return Outcome(verdict=verdict, raw_reply=reply.text, cached=True, usage=reply.usage)
         if all(reply is not None for reply in stored):  # every ask was answered off-contract: no new call
             self._count_hit()
             return Outcome(failure="unparseable", raw_reply=stored[-1].text, cached=True, usage=stored[-1].usage,
-                           error=f"unparseable reply (cached): {self._reason(stored[-1].text)}")
+                           error=f"unparseable reply (cached): {parsed[-1][1]}")
         reply, calls, error = None, 0, None
         for ask_key in keys:
             try:
@@ -146,25 +147,18 @@ class JudgeClient:
         with self._lock:
             self.stats.cache_hits += 1
 
-    def _reason(self, text: str) -> str:
+    def _try_parse(self, text: str) -> tuple[Any, str | None]:
+        """(verdict, None), or (None, the reason the reply is off-contract)."""
         try:
-            self._parse(text)
+            return self._parse(text), None
         except UnparseableReply as exc:
-            return exc.reason
-        return "parsed"
+            return None, exc.reason
 
     def _fresh(self, key: str, request: JudgeRequest) -> Reply:
         reply = call_with_retries(lambda: self._call(request), self._policy, on_retry=self._on_retry)
         if self._cache is not None:
             self._cache.put(key, reply, self._judge_label)
         return reply
-
-    def _parses(self, text: str) -> bool:
-        try:
-            self._parse(text)
-            return True
-        except UnparseableReply:
-            return False
 
     def _call(self, request: JudgeRequest) -> Reply:
         if self._fatal is not None:  # another thread hit a fatal error: stop spending
