@@ -57,6 +57,9 @@ class JudgeSettings:
     max_retries: int = 6  # retries after the first attempt, transient errors only
     cache: bool = True
     cache_dir: str | None = None  # None: the user cache directory
+    preflight: bool = True  # one free call (model lookup) before generation checks endpoint, key, model
+    thinking_budget: int | None = None  # Gemini thinking tokens (-1 dynamic); None: the model's default
+    reasoning_effort: str | None = None  # OpenAI reasoning models (o-series, GPT-5): minimal/low/medium/high
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
