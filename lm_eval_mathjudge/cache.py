@@ -18,19 +18,12 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
+
+from .types import Reply  # noqa: F401  -- re-exported: Reply lived here before it moved to the contract module
 
 SCHEMA_VERSION = 1  # part of every key: bump when the key recipe changes
 FILE_NAME = "judge_cache.sqlite3"
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A judge's raw answer and what it cost."""
-    text: str
-    usage: dict[str, int] = field(default_factory=dict)
-    finish_reason: str | None = None
 
 
 def request_key(payload: dict[str, Any]) -> str:

@@ -2,7 +2,7 @@
 
 Precedence, lowest to highest (README, "Settings"):
 
-1. built-in defaults of the judge (``JUDGE_DEFAULTS``);
+1. built-in defaults of the (judge, backend) pair (``DEFAULTS``);
 2. the task YAML's ``mathjudge.settings`` block;
 3. ``MATHJUDGE_<NAME>`` environment variables;
 4. ``judge_<name>`` keys of ``--metadata`` (or ``--model_args``, which lm-eval
@@ -12,36 +12,53 @@ Within layers 3 and 4 a judge-scoped name (``MATHJUDGE_VLM_MODEL``,
 ``vlm_judge_model``; scopes ``gpt4em`` and ``vlm``) beats the generic one, so
 one run can give the two judges different backends.
 
-API keys are deliberately not settings: lm-eval writes metadata to disk, so
-keys come from the SDKs' own environment variables only, and a metadata key
-that looks like a credential is rejected before anything runs.
+Every value is converted to its field's type and checked (finite, in range,
+non-empty) before anything runs; an unknown ``MATHJUDGE_*`` variable or
+``judge_*`` key is an error, so a typo never silently falls back to a default.
+
+API keys are deliberately not settings: lm-eval writes metadata and model_args
+to disk, so keys come from the SDKs' own environment variables only, and any
+metadata key that looks like a credential (or a URL that carries one) is
+rejected before anything runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
+import math
 import os
+import re
 import sys
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
+from urllib.parse import parse_qsl, urlsplit
 
 from .errors import ConfigError
-
-log = logging.getLogger(__name__)
 
 # The pinned default judges, named in this one place.
 DEFAULT_EXACT_MATCH_MODEL = "gpt-4-turbo-2024-04-09"  # Orca-Math's judge was GPT-4-Turbo
 DEFAULT_VLM_MODEL = "gemini-2.5-pro"  # the VLM-as-judge protocol's judge
 DEFAULT_OPENAI_VISION_MODEL = "gpt-4o-2024-08-06"  # the VLM judge on an OpenAI-compatible backend
+LOCAL_MODEL = "math-verify"
 
 BACKENDS = ("openai", "azure", "local", "gemini")
+DEFAULT_BACKEND = {"exact_match": "openai", "vlm": "gemini"}
 ENV_PREFIX = "MATHJUDGE_"
 SCOPES = {"exact_match": "gpt4em", "vlm": "vlm"}  # judge -> prefix of its own settings
-OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD")  # read elsewhere
-MAX_RETRIES_LIMIT = 20
+OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD")  # read elsewhere, not settings
 META_PREFIX = "judge_"
-_SECRET_HINTS = ("key", "token", "secret", "password", "credential")
+
+# Limits: a value outside them is a typo or a unit mix-up, never a useful setting.
+MAX_RETRIES_LIMIT = 20
+MAX_CONCURRENCY = 1024
+MAX_TIMEOUT = 3600.0  # seconds per attempt
+MAX_TEMPERATURE = 2.0  # the largest any supported API accepts
+MAX_TOKENS_LIMIT = 1_000_000
+THINKING_BUDGET_MAX = 32768  # Gemini 2.5 Pro's largest thinking budget; -1 = dynamic, 0 = off
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+# Reasoning models spend hidden tokens before the verdict; OpenAI advises reserving ~25k.
+REASONING_MAX_TOKENS = 25000
+GEMINI_THINKING_MAX_TOKENS = 8192  # Gemini 2.5 thinks within max_output_tokens
 
 
 @dataclass(frozen=True)
@@ -50,7 +67,7 @@ class JudgeSettings:
     model: str = DEFAULT_EXACT_MATCH_MODEL
     base_url: str | None = None  # None: the SDK's own variable (OPENAI_BASE_URL, ...)
     temperature: float = 0.0
-    max_tokens: int = 1024  # room for reasoning judges; the contract itself is ~60 tokens
+    max_tokens: int = 1024  # the contract itself is ~60 tokens; DEFAULTS adds room for thinking
     concurrency: int = 16  # judge calls in flight at once
     rpm: float = 0.0  # requests per minute across all threads; 0 = unlimited
     timeout: float = 120.0  # seconds per HTTP attempt
@@ -62,15 +79,10 @@ class JudgeSettings:
     reasoning_effort: str | None = None  # OpenAI reasoning models (o-series, GPT-5): minimal/low/medium/high
 
     def __post_init__(self):
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"judge backend {self.backend!r} is unknown; use one of {', '.join(BACKENDS)}")
-        if self.concurrency < 1:
-            raise ConfigError("judge concurrency must be at least 1")
-        if self.max_retries < 0 or self.max_tokens < 1 or self.timeout <= 0 or self.rpm < 0:
-            raise ConfigError("judge max_retries, max_tokens, timeout and rpm must be positive")
-        if self.max_retries > MAX_RETRIES_LIMIT:
-            raise ConfigError(f"judge max_retries={self.max_retries} is more than {MAX_RETRIES_LIMIT}: "
-                              "a judge that is down for that long needs a rerun, not more waiting")
+        for f in fields(self):
+            _check_type(f.name, getattr(self, f.name))
+        for problem in _problems(self):
+            raise ConfigError(problem)
 
     def resolved_cache_dir(self) -> str:
         return self.cache_dir or default_cache_dir()
@@ -81,22 +93,33 @@ class JudgeSettings:
 
 
 _FIELDS = {f.name: f for f in fields(JudgeSettings)}
+# name -> (accepted types, may be None); explicit, so `int | None` fields are converted too.
+_TYPES: dict[str, tuple[type, bool]] = {
+    "backend": (str, False), "model": (str, False), "base_url": (str, True), "temperature": (float, False),
+    "max_tokens": (int, False), "concurrency": (int, False), "rpm": (float, False), "timeout": (float, False),
+    "max_retries": (int, False), "cache": (bool, False), "cache_dir": (str, True), "preflight": (bool, False),
+    "thinking_budget": (int, True), "reasoning_effort": (str, True),
+}
+assert set(_TYPES) == set(_FIELDS), "every setting needs an entry in _TYPES"
 
-JUDGE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "exact_match": {"backend": "openai"},
-    "vlm": {"backend": "gemini", "max_tokens": 8192},  # Gemini 2.5 thinks within max_output_tokens
+# Built-in defaults per (judge, backend): a pair missing here is a combination that cannot work.
+DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
+    ("exact_match", "openai"): {"model": DEFAULT_EXACT_MATCH_MODEL, "max_tokens": 1024},
+    ("exact_match", "azure"): {"model": DEFAULT_EXACT_MATCH_MODEL, "max_tokens": 1024},
+    ("exact_match", "gemini"): {"model": DEFAULT_VLM_MODEL, "max_tokens": GEMINI_THINKING_MAX_TOKENS},
+    ("exact_match", "local"): {"model": LOCAL_MODEL, "max_tokens": 1024},
+    ("vlm", "gemini"): {"model": DEFAULT_VLM_MODEL, "max_tokens": GEMINI_THINKING_MAX_TOKENS},
+    ("vlm", "openai"): {"model": DEFAULT_OPENAI_VISION_MODEL, "max_tokens": 8192},
+    ("vlm", "azure"): {"model": DEFAULT_OPENAI_VISION_MODEL, "max_tokens": 8192},
 }
 
-# Default model for (judge, backend) when no layer names one: switching backend switches model.
-DEFAULT_MODELS: dict[tuple[str, str], str] = {
-    ("exact_match", "openai"): DEFAULT_EXACT_MATCH_MODEL,
-    ("exact_match", "azure"): DEFAULT_EXACT_MATCH_MODEL,
-    ("exact_match", "gemini"): DEFAULT_VLM_MODEL,
-    ("exact_match", "local"): "math-verify",
-    ("vlm", "gemini"): DEFAULT_VLM_MODEL,
-    ("vlm", "openai"): DEFAULT_OPENAI_VISION_MODEL,
-    ("vlm", "azure"): DEFAULT_OPENAI_VISION_MODEL,
-}
+_REASONING = re.compile(r"^(?:.*/)?(?:o\d+(?:-|$)|gpt-5)", re.IGNORECASE)
+
+
+def is_reasoning_model(model: str) -> bool:
+    """OpenAI reasoning families (o1, o3, o4-mini, GPT-5, ...): they take
+    ``max_completion_tokens`` and no ``temperature``, and think before answering."""
+    return bool(_REASONING.match(model.strip()))
 
 
 def resolve_settings(judge: str, yaml_settings: Mapping[str, Any] | None,
@@ -104,20 +127,72 @@ def resolve_settings(judge: str, yaml_settings: Mapping[str, Any] | None,
                      environ: Mapping[str, str] | None = None) -> JudgeSettings:
     """Merge the four layers into a validated JudgeSettings."""
     environ = os.environ if environ is None else environ
-    layers = [JUDGE_DEFAULTS[judge], _check_names(dict(yaml_settings or {}), "the task YAML's mathjudge.settings"),
-              _from_env(environ, judge), _from_metadata(metadata or {}, judge)]
+    yaml_layer = _check_names(dict(yaml_settings or {}), "the task YAML's mathjudge.settings")
+    refuse_credentials(yaml_layer, "the task YAML's mathjudge.settings")
     merged: dict[str, Any] = {}
-    for layer in layers:
+    for layer in (yaml_layer, _from_env(environ, judge), _from_metadata(metadata or {}, judge)):
         merged.update(layer)
-    backend = str(merged["backend"])
-    if (judge, backend) not in DEFAULT_MODELS and backend in BACKENDS:
+    backend = str(merged.get("backend", DEFAULT_BACKEND[judge]))
+    if backend in BACKENDS and (judge, backend) not in DEFAULTS:
         raise ConfigError(f"the {judge} judge cannot run on the {backend} backend (the local judge only "
                           "speaks the exact-match contract); choose gemini, openai or azure")
-    if "model" not in merged or backend == "local":  # the local judge has no model to choose
-        merged["model"] = DEFAULT_MODELS.get((judge, backend), DEFAULT_EXACT_MATCH_MODEL)
-    return JudgeSettings(**{k: _coerce(k, v) for k, v in merged.items()})
+    values = {k: _coerce(k, v) for k, v in merged.items()}
+    row = DEFAULTS.get((judge, backend), {})
+    if "model" not in values or backend == "local":  # the local judge has no model to choose
+        values["model"] = row.get("model", DEFAULT_EXACT_MATCH_MODEL)
+    if "max_tokens" not in values:
+        values["max_tokens"] = row.get("max_tokens", 1024)
+        if isinstance(values["model"], str) and is_reasoning_model(values["model"]):
+            values["max_tokens"] = max(values["max_tokens"], REASONING_MAX_TOKENS)
+    values.setdefault("backend", backend)
+    return JudgeSettings(**values)
 
 
+# ---------------------------------------------------------------------- validation
+def _check_type(name: str, value: Any) -> None:
+    kind, optional = _TYPES[name]
+    if value is None and optional:
+        return
+    ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        raise ConfigError(f"judge setting {name}={value!r} is not a {kind.__name__}")
+
+
+def _problems(s: JudgeSettings):
+    """Yield a message per invalid value (the first one is raised)."""
+    if s.backend not in BACKENDS:
+        yield f"judge backend {s.backend!r} is unknown; use one of {', '.join(BACKENDS)}"
+    if not s.model.strip():
+        yield "judge model is empty; name a model or remove the setting to use the default"
+    for name in ("temperature", "rpm", "timeout"):
+        if not math.isfinite(getattr(s, name)):
+            yield f"judge {name}={getattr(s, name)} is not a finite number"
+    if not 0.0 <= s.temperature <= MAX_TEMPERATURE:
+        yield f"judge temperature={s.temperature} is outside 0..{MAX_TEMPERATURE}"
+    if not 1 <= s.concurrency <= MAX_CONCURRENCY:
+        yield f"judge concurrency must be at least 1 and at most {MAX_CONCURRENCY} (got {s.concurrency})"
+    if not 0 <= s.max_retries <= MAX_RETRIES_LIMIT:
+        yield (f"judge max_retries={s.max_retries} must be between 0 and {MAX_RETRIES_LIMIT}: a judge that is "
+               "down for longer needs a rerun, not more waiting")
+    if not 1 <= s.max_tokens <= MAX_TOKENS_LIMIT:
+        yield f"judge max_tokens={s.max_tokens} must be between 1 and {MAX_TOKENS_LIMIT}"
+    if not 0 < s.timeout <= MAX_TIMEOUT:
+        yield f"judge timeout={s.timeout} must be more than 0 and at most {MAX_TIMEOUT:.0f} seconds"
+    if s.rpm < 0:
+        yield f"judge rpm={s.rpm} must be positive (0 = unlimited)"
+    if s.thinking_budget is not None and not (s.thinking_budget == -1 or 0 <= s.thinking_budget <= THINKING_BUDGET_MAX):
+        yield f"judge thinking_budget={s.thinking_budget} must be -1 (dynamic) or 0..{THINKING_BUDGET_MAX}"
+    if s.reasoning_effort is not None and s.reasoning_effort not in REASONING_EFFORTS:
+        yield f"judge reasoning_effort={s.reasoning_effort!r} must be one of {', '.join(REASONING_EFFORTS)}"
+    if s.base_url is not None and urlsplit(s.base_url).scheme not in ("http", "https"):
+        yield f"judge base_url={s.base_url!r} must be an http:// or https:// URL"
+    if s.cache_dir is not None and not s.cache_dir.strip():
+        yield "judge cache_dir is empty; name a folder or remove the setting"
+
+
+# ---------------------------------------------------------------------- layers
 def _env_prefixes(judge: str) -> list[str]:
     return [ENV_PREFIX, f"{ENV_PREFIX}{SCOPES[judge].upper()}_"]  # generic first: scoped wins
 
@@ -125,14 +200,17 @@ def _env_prefixes(judge: str) -> list[str]:
 def _from_env(environ: Mapping[str, str], judge: str) -> dict[str, Any]:
     every = [p for j in SCOPES for p in _env_prefixes(j)]
     known = {p + name.upper() for p in every for name in _FIELDS} | set(OTHER_ENV)
-    for var in sorted(v for v in environ if v.startswith(ENV_PREFIX) and v not in known):
-        log.warning("ignoring unknown environment variable %s (judge settings are MATHJUDGE_<NAME> "
-                    "or MATHJUDGE_<GPT4EM|VLM>_<NAME> with NAME one of %s)", var, ", ".join(_FIELDS).upper())
+    unknown = sorted(v for v in environ if v.startswith(ENV_PREFIX) and v not in known)
+    if unknown:
+        raise ConfigError(f"unknown environment variable {', '.join(unknown)}: judge settings are MATHJUDGE_<NAME> "
+                          f"or MATHJUDGE_<GPT4EM|VLM>_<NAME> with NAME one of {', '.join(_FIELDS).upper()} "
+                          f"(other variables: {', '.join(OTHER_ENV)}); fix the spelling or unset it")
     return {name: environ[p + name.upper()] for p in _env_prefixes(judge) for name in _FIELDS
             if environ.get(p + name.upper(), "") != ""}
 
 
 def _from_metadata(metadata: Mapping[str, Any], judge: str) -> dict[str, Any]:
+    refuse_credentials(metadata, "--metadata/--model_args")
     found: dict[str, Any] = {}
     for prefix in [META_PREFIX] + [f"{scope}_{META_PREFIX}" for scope in SCOPES.values()]:
         values = {k[len(prefix):]: v for k, v in metadata.items() if k.startswith(prefix)}
@@ -146,44 +224,124 @@ def _check_names(values: dict[str, Any], where: str, prefix: str = "") -> dict[s
     for name in values:
         if name in _FIELDS:  # known settings are never secrets (max_tokens contains "token")
             continue
-        if any(hint in name.lower() for hint in _SECRET_HINTS):
-            raise ConfigError(
-                f"{where} sets {prefix}{name}: credentials are never read from metadata or YAML, "
-                "because lm-eval writes both to the results file. Put the key in the provider's "
-                "environment variable (OPENAI_API_KEY, GEMINI_API_KEY, ...) and remove it from the command line.")
-        if name not in _FIELDS:
-            raise ConfigError(f"{where} sets unknown judge setting {prefix}{name}; known: "
-                              + ", ".join(prefix + f for f in _FIELDS))
+        if looks_like_credential(name):
+            raise ConfigError(_credential_message(where, prefix + name))
+        raise ConfigError(f"{where} sets unknown judge setting {prefix}{name}; known: "
+                          + ", ".join(prefix + f for f in _FIELDS))
     return values
 
 
-def _coerce(name: str, value: Any) -> Any:
-    kind = _FIELDS[name].type
-    if value is None and "None" not in kind:  # e.g. a YAML key left empty
-        raise ConfigError(f"judge setting {name} has no value; give a {kind} or remove the key")
+# ---------------------------------------------------------------------- credentials
+# Name parts that mark a credential. Whole parts only: "tokenizer", "max_tokens" and
+# "tokenized_requests" (lm-eval model_args) are not credentials, "api_key" and "token" are.
+_CREDENTIAL_PARTS = {"key", "apikey", "token", "secret", "password", "passwd", "pwd", "credential",
+                     "credentials", "auth", "authorization", "bearer", "cookie", "signature", "sig"}
+_CREDENTIAL_QUERY = {"key", "api_key", "apikey", "api-key", "token", "access_token", "auth", "sig",
+                     "signature", "secret", "password", "code", "x-goog-api-key"}
+
+
+def looks_like_credential(name: str) -> bool:
+    parts = re.split(r"[^a-z0-9]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", str(name)).lower())
+    return any(part in _CREDENTIAL_PARTS for part in parts)
+
+
+def url_carries_credentials(value: str) -> bool:
+    """A URL with user:password@ or a credential-like query parameter (``?api_key=...``, ``?key=``)."""
+    if "://" not in value:
+        return False
     try:
-        if value is None or kind in ("str | None", "str"):
-            return None if value is None else str(value)
-        if kind == "bool":
+        parts = urlsplit(value.strip())
+        userinfo = parts.username is not None or parts.password is not None
+    except ValueError:  # e.g. a malformed port: treat as suspicious rather than crash
+        return "@" in value
+    query = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    return userinfo or any(k.lower() in _CREDENTIAL_QUERY or looks_like_credential(k) for k in query)
+
+
+def refuse_credentials(values: Mapping[str, Any], where: str) -> None:
+    """Refuse keys that look like credentials and URLs that carry them: lm-eval writes both
+    metadata and model_args verbatim to the results file (and prints them)."""
+    for name, value in values.items():
+        if name in _FIELDS or (name.startswith(META_PREFIX) and name[len(META_PREFIX):] in _FIELDS):
+            pass  # a known setting (max_tokens, judge_max_tokens) is not a credential
+        elif _scoped_setting(name):
+            pass
+        elif looks_like_credential(name):
+            raise ConfigError(_credential_message(where, name))
+        if isinstance(value, str) and url_carries_credentials(value):
+            raise ConfigError(
+                f"{where} sets {name} to a URL that carries credentials (user:password@ or a key in the query "
+                "string); lm-eval writes it to the results file. Give the plain endpoint and put the key in the "
+                "provider's environment variable (OPENAI_API_KEY, AZURE_OPENAI_API_KEY, GEMINI_API_KEY, ...).")
+
+
+def _scoped_setting(name: str) -> bool:
+    for scope in SCOPES.values():
+        prefix = f"{scope}_{META_PREFIX}"
+        if name.startswith(prefix) and name[len(prefix):] in _FIELDS:
+            return True
+    return False
+
+
+def _credential_message(where: str, name: str) -> str:
+    return (f"{where} sets {name}: credentials are never read from metadata, model_args or YAML, "
+            "because lm-eval writes them to the results file. Put the key in the provider's "
+            "environment variable (OPENAI_API_KEY, GEMINI_API_KEY, ...) and remove it from the command line.")
+
+
+# ---------------------------------------------------------------------- coercion
+def _coerce(name: str, value: Any) -> Any:
+    kind, optional = _TYPES[name]
+    if value is None:
+        if optional:
+            return None
+        raise ConfigError(f"judge setting {name} has no value; give a {kind.__name__} or remove the key")
+    try:
+        if kind is bool:
             return _to_bool(value)
-        if kind == "int":
-            return int(value)
-        if kind == "float":
-            return float(value)
+        if kind is int:
+            return _to_int(value)
+        if kind is float:
+            return _to_float(value)
+        if isinstance(value, (dict, list, tuple, set)):
+            raise TypeError(value)
+        return str(value).strip()
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"judge setting {name}={value!r} is not a valid {kind}") from exc
-    return value
+        raise ConfigError(f"judge setting {name}={value!r} is not a valid {kind.__name__}") from exc
 
 
 def _to_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
     text = str(value).strip().lower()
     if text in ("1", "true", "yes", "on"):
         return True
     if text in ("0", "false", "no", "off"):
         return False
     raise ValueError(value)
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool):  # True is an int in Python, never a count
+        raise TypeError(value)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(value)  # concurrency 2.7 is a mistake, not 2
+        return int(value)
+    if isinstance(value, int):
+        return value
+    return int(str(value).strip())
+
+
+def _to_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise TypeError(value)
+    number = float(value if isinstance(value, (int, float)) else str(value).strip())
+    if not math.isfinite(number):
+        raise ValueError(value)  # nan/inf: every call would fail after generation
+    return number
 
 
 def default_cache_dir() -> str:

@@ -11,8 +11,14 @@
     ├── MediaError             a media response that cannot be attached (names the file)
     └── JudgeRunError          the run could not judge every sample; says how to resume
 
+Each failure class says whether a sample that ends with it is *scored*
+(``scored = True``: 0 on every metric and 1 on judge_failed, because the
+judge itself could not give a verdict) or not (the judge could not be
+reached; the run stops and says how to resume). ``client.outcome_from_error``
+is the one place that turns an error into an ``Outcome``.
+
 Messages never contain API keys: backends build them from status codes and
-server error text only.
+server error text only, and the client scrubs them again before storing.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ class ConfigError(MathJudgeError, ValueError):
 class UnparseableReply(MathJudgeError):
     """The judge's reply does not follow the verdict contract."""
 
+    kind = "unparseable"
+    scored = True
+
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
@@ -36,6 +45,8 @@ class UnparseableReply(MathJudgeError):
 
 class JudgeCallError(MathJudgeError):
     """A judge call failed. `kind` is a short stable label counted in reports."""
+
+    scored = False  # transport: the run stops, nothing is scored as wrong
 
     def __init__(self, message: str, *, kind: str = "error", status: int | None = None,
                  retry_after: float | None = None):
@@ -56,9 +67,14 @@ class FatalJudgeError(JudgeCallError):
 class JudgeRefusal(JudgeCallError):
     """The service answered but gave no usable reply; asking again would not help."""
 
+    scored = True
+
 
 class MediaError(MathJudgeError):
     """A response that points at media which cannot be read or sent."""
+
+    kind = "media"
+    scored = True
 
 
 class JudgeRunError(MathJudgeError, RuntimeError):

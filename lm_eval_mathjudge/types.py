@@ -7,10 +7,25 @@ reply text; the client in between owns caching, retries and concurrency.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
-from .cache import Reply
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """Text that encodes as UTF-8: lone surrogates (invalid Unicode, e.g. from a JSON
+    ``"\\ud800"`` escape) become U+FFFD, so one bad character cannot break a whole task."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A judge's raw answer and what it cost."""
+    text: str
+    usage: dict[str, int] = field(default_factory=dict)
+    finish_reason: str | None = None
 
 
 @dataclass(frozen=True)

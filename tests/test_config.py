@@ -237,7 +237,7 @@ def test_settings_are_frozen_and_public_has_every_field():
         settings.concurrency = 2  # type: ignore[misc]
     assert set(settings.public()) == {
         "backend", "model", "base_url", "temperature", "max_tokens", "concurrency", "rpm",
-        "timeout", "max_retries", "cache", "cache_dir"}
+        "timeout", "max_retries", "cache", "cache_dir", "preflight", "thinking_budget", "reasoning_effort"}
 
 
 # ---------------------------------------------------------------- judge-scoped settings
@@ -267,9 +267,10 @@ def test_scoped_typos_are_rejected_even_for_the_other_judge():
         resolve_settings("exact_match", None, {"vlm_judge_modle": "x"}, environ={})
 
 
-def test_unknown_mathjudge_variables_are_reported(caplog):
-    resolve_settings("exact_match", None, None, environ={"MATHJUDGE_CONCURENCY": "4"})
-    assert "MATHJUDGE_CONCURENCY" in caplog.text
+def test_unknown_mathjudge_variables_are_errors():
+    # The README says unknown names are errors: a typo must not silently fall back to a default.
+    with pytest.raises(ConfigError, match="MATHJUDGE_CONCURENCY"):
+        resolve_settings("exact_match", None, None, environ={"MATHJUDGE_CONCURENCY": "4"})
 
 
 def test_the_vlm_judge_cannot_run_locally():
