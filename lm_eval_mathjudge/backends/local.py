@@ -15,7 +15,7 @@ import logging
 from importlib import metadata
 from typing import Any
 
-from ..types import Reply
+from ..cache import Reply
 from ..config import JudgeSettings
 from ..errors import ConfigError
 from ..types import JudgeRequest
