@@ -2,17 +2,14 @@
 
     tasks-dir                     print the folder of task YAMLs (for --include_path)
     cache [--cache-dir DIR]       where the judge cache lives and how big it is
-    cache --clear [--cache-dir]   delete the judge cache and saved generations (only those files)
+    cache --clear [--cache-dir]   delete the judge cache (only its files; saved generations are kept)
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-
-CACHE_SUFFIXES = ("", "-wal", "-shm")  # SQLite's file and its write-ahead log
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("tasks-dir", help="print the task folder")
     cache = sub.add_parser("cache", help="show or clear the judge cache")
-    cache.add_argument("--clear", action="store_true", help="delete the cache file and saved generations")
+    cache.add_argument("--clear", action="store_true", help="delete the cache file (saved generations are kept)")
     cache.add_argument("--cache-dir", help="the cache folder (default: as the tasks resolve it)")
     args = parser.parse_args(argv)
     if args.command == "tasks-dir":
@@ -38,17 +35,18 @@ def _default_cache_dir() -> str:
 
 
 def _cache(folder: str, clear: bool) -> int:
-    from .cache import FILE_NAME, ReplyCache
+    from .cache import FILE_NAME, SQLITE_SUFFIXES, ReplyCache
+    from .recovery import GENERATIONS_DIR
 
     path = os.path.join(folder, FILE_NAME)
-    if clear:  # only our own files: the folder may be shared with anything else
-        for suffix in CACHE_SUFFIXES:
+    generations = os.path.join(folder, GENERATIONS_DIR)
+    if clear:  # only the cache's own files: the folder may be shared, and generations are paid work
+        for suffix in SQLITE_SUFFIXES:
             if os.path.exists(path + suffix):
                 os.remove(path + suffix)
-        generations = os.path.join(folder, "generations")
-        if os.path.isdir(generations):
-            shutil.rmtree(generations)
         print(f"cleared the judge cache in {folder}")
+        if os.path.isdir(generations) and os.listdir(generations):
+            print(f"kept the saved generations in {generations} (delete them yourself when no longer needed)")
         return 0
     if not os.path.exists(path):
         print(f"{path}: no judge cache yet")

@@ -13,15 +13,26 @@ imported here. When lm-eval itself later imports ``lm_eval.tasks.manager`` or
 Set ``MATHJUDGE_NO_AUTOLOAD=1`` to switch this off; ``--include_path`` with
 the folder printed by ``python -m lm_eval_mathjudge tasks-dir`` is the
 explicit fallback. Every step swallows its own errors: a broken plugin must
-never break the interpreter or lm-eval.
+never break the interpreter or lm-eval. What it swallowed is logged at debug
+level (``logging`` is imported only then, to keep interpreter start cheap).
 """
 
 import os
 import sys
 
 OPT_OUT_ENV = "MATHJUDGE_NO_AUTOLOAD"
-REPLAY_MODEL = "mathjudge-replay"
+REPLAY_MODEL = "mathjudge-replay"  # the one definition; replay.py and recovery.py import it
 _TARGETS = ("lm_eval.tasks.manager", "lm_eval.models")
+
+
+def _swallowed(step: str) -> None:
+    """Log the exception being handled at debug level, never raising."""
+    try:
+        import logging
+
+        logging.getLogger("lm_eval_mathjudge._startup").debug("start-up hook: %s failed", step, exc_info=True)
+    except Exception:
+        pass
 
 
 def tasks_dir() -> str:
@@ -41,7 +52,7 @@ def _patch_task_manager(module) -> None:
         try:
             args, kwargs = _add_our_dir(args, kwargs)
         except Exception:  # never let the hook break lm-eval
-            pass
+            _swallowed("adding the task folder to TaskManager")
         original(self, *args, **kwargs)
 
     __init__._mathjudge = True  # type: ignore[attr-defined]
@@ -98,7 +109,7 @@ class _PatchingLoader:
         try:
             self._patch(module)
         except Exception:
-            pass
+            _swallowed(f"patching {module.__name__}")
 
 
 class _Finder:
@@ -127,5 +138,5 @@ def install() -> None:
             try:
                 _PATCHES[name](sys.modules[name])
             except Exception:
-                pass
+                _swallowed(f"patching {name}")
     sys.meta_path.insert(0, _Finder())

@@ -16,11 +16,19 @@ A cached reply is always re-parsed, so a parser fix rescores old replies for
 free, and a rerun of the same evaluation makes no call at all.
 A fatal error (bad key, unknown model) stops new calls at once: the run fails
 with one message instead of a storm of identical errors.
+
+Every reply is cleaned (invalid Unicode replaced) and scrubbed of credentials
+before it is cached, parsed or shown; every error message is scrubbed before
+it reaches an ``Outcome``. Processes sharing a cache share in-flight calls
+through the cache's leases: a key another process is already paying for is
+waited for, not asked again.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import sqlite3
 import threading
 import time
 from collections import Counter
@@ -28,15 +36,51 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from .cache import Reply, ReplyCache, request_key
+from .cache import ReplyCache, request_key
 from .config import JudgeSettings
-from .errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, UnparseableReply
-from .retry import RetryPolicy, call_with_retries
-from .types import Backend, JudgeRequest, Outcome
+from .errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MathJudgeError, MediaError, UnparseableReply
+from .redact import redact
+from .retry import MAX_DELAY, RetryPolicy, call_with_retries
+from .types import Backend, JudgeRequest, Outcome, Reply, clean_text
 
 log = logging.getLogger(__name__)
 
 PARSE_ASKS = 2  # first ask + one re-ask after an off-contract reply
+
+
+def outcome_from_error(error: MathJudgeError, *, calls: int = 0, reply: Reply | None = None) -> Outcome:
+    """The one place an error becomes an Outcome; the error class says whether it is scored."""
+    return Outcome(failure=getattr(error, "kind", None) or "error", transport=not getattr(error, "scored", False),
+                   error=redact(clean_text(str(error))), calls=calls,
+                   raw_reply=reply.text if reply is not None else None,
+                   usage=reply.usage if reply is not None else {})
+
+
+_PREFLIGHTED: set[str] = set()  # backend identities checked in this process
+_PREFLIGHT_LOCK = threading.Lock()
+
+
+def preflight_once(backend: Backend, settings: JudgeSettings) -> bool:
+    """Run the backend's free check (a model lookup) once per judge identity per process.
+
+    Raises what the backend raises (``FatalJudgeError`` naming the endpoint); returns
+    whether a check ran. Backends without ``preflight`` (the local judge) are skipped.
+    """
+    if not settings.preflight or not hasattr(backend, "preflight"):
+        return False
+    ident = json.dumps({**backend.identity(), "base_url": settings.base_url}, sort_keys=True, default=str)
+    with _PREFLIGHT_LOCK:
+        if ident in _PREFLIGHTED:
+            return False
+        backend.preflight()
+        _PREFLIGHTED.add(ident)
+    return True
+
+
+def clean_reply(reply: Reply) -> Reply:
+    """What may be stored and shown: valid Unicode, no credential the judge echoed."""
+    text = redact(clean_text(reply.text))
+    return reply if text == reply.text else Reply(text=text, usage=reply.usage, finish_reason=reply.finish_reason)
 
 
 @dataclass
@@ -46,12 +90,15 @@ class JudgeStats:
     cache_hits: int = 0
     calls: int = 0
     retries: int = 0
+    rate_limited: int = 0  # retries caused by a 429
+    shared: int = 0  # replies another process paid for while this one waited
     failures: Counter = field(default_factory=Counter)
     usage: Counter = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "unique_requests": self.unique, "cache_hits": self.cache_hits,
-                "judge_calls": self.calls, "retries": self.retries, "failures": dict(self.failures),
+                "judge_calls": self.calls, "retries": self.retries, "rate_limited": self.rate_limited,
+                "shared_with_other_processes": self.shared, "failures": dict(self.failures),
                 "usage": dict(self.usage)}
 
 
@@ -90,6 +137,7 @@ class JudgeClient:
         self._limiter = RateLimiter(settings.rpm)
         self._lock = threading.Lock()
         self._fatal: FatalJudgeError | None = None
+        self._bar: Any = None
         self.stats = JudgeStats()
 
     @property
@@ -105,10 +153,12 @@ class JudgeClient:
         workers = max(1, min(self._settings.concurrency, len(unique)))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mathjudge") as pool, \
                 _progress_bar(len(unique), desc, self._progress) as bar:
+            self._bar = bar
             futures = {pool.submit(self._judge_one, key, req): key for key, req in unique.items()}
             for future in as_completed(futures):
                 results[futures[future]] = future.result()
                 bar.update(1)
+        self._bar = None
         for outcome in results.values():
             if outcome.failure:
                 self.stats.failures[outcome.failure] += 1
@@ -129,16 +179,13 @@ class JudgeClient:
         reply, calls, error = None, 0, None
         for ask_key in keys:
             try:
-                reply = self._fresh(ask_key, request)
-            except (JudgeRefusal, MediaError) as exc:  # judge-level: counted, scored 0
-                return Outcome(failure=getattr(exc, "kind", "media"), error=str(exc),
-                               calls=calls + isinstance(exc, JudgeRefusal), raw_reply=reply.text if reply else None)
-            except JudgeCallError as exc:
-                return Outcome(failure=exc.kind, transport=True, error=str(exc), calls=calls,
-                               raw_reply=reply.text if reply else None)
-            calls += 1
+                reply, paid = self._fresh(ask_key, request)
+            except (JudgeCallError, MediaError) as exc:
+                return outcome_from_error(exc, calls=calls + isinstance(exc, JudgeRefusal), reply=reply)
+            calls += paid
             try:
-                return Outcome(verdict=self._parse(reply.text), raw_reply=reply.text, calls=calls, usage=reply.usage)
+                return Outcome(verdict=self._parse(reply.text), raw_reply=reply.text, calls=calls,
+                               usage=reply.usage, cached=not paid)
             except UnparseableReply as exc:
                 error = f"unparseable reply: {exc.reason}"
         return Outcome(failure="unparseable", error=error, raw_reply=reply.text, calls=calls, usage=reply.usage)
@@ -154,11 +201,41 @@ class JudgeClient:
         except UnparseableReply as exc:
             return None, exc.reason
 
-    def _fresh(self, key: str, request: JudgeRequest) -> Reply:
-        reply = call_with_retries(lambda: self._call(request), self._policy, on_retry=self._on_retry)
-        if self._cache is not None:
+    def _fresh(self, key: str, request: JudgeRequest) -> tuple[Reply, bool]:
+        """(reply, paid): a new reply, or one another process sharing the cache paid for meanwhile."""
+        if self._cache is None:
+            return self._ask(request), True
+        for _ in range(PARSE_ASKS + 1):  # bounded: each round either pays, or waits at most one lease
+            if self._cache.claim(key, self._lease_seconds):
+                try:
+                    reply = self._ask(request)
+                    self._store(key, reply)
+                    return reply, True
+                finally:
+                    self._cache.release(key)
+            shared = self._cache.wait_for(key, self._lease_seconds)
+            if shared is not None:
+                with self._lock:
+                    self.stats.shared += 1
+                return shared, False
+        reply = self._ask(request)  # the other process kept failing: pay ourselves
+        self._store(key, reply)
+        return reply, True
+
+    def _ask(self, request: JudgeRequest) -> Reply:
+        return clean_reply(call_with_retries(lambda: self._call(request), self._policy, on_retry=self._on_retry))
+
+    def _store(self, key: str, reply: Reply) -> None:
+        try:
             self._cache.put(key, reply, self._judge_label)
-        return reply
+        except sqlite3.Error as exc:  # the reply is paid and still used; only the cache copy is lost
+            log.warning("could not store a judge reply in the cache (%s); this sample is still judged", exc)
+
+    @property
+    def _lease_seconds(self) -> float:
+        """Long enough for every attempt and every backoff of one call."""
+        policy = self._policy
+        return self._settings.timeout * (policy.max_retries + 1) + policy.max_retries * MAX_DELAY + 5.0
 
     def _call(self, request: JudgeRequest) -> Reply:
         if self._fatal is not None:  # another thread hit a fatal error: stop spending
@@ -191,7 +268,13 @@ class JudgeClient:
     def _on_retry(self, error: JudgeCallError, delay: float) -> None:
         with self._lock:
             self.stats.retries += 1
-        log.warning("judge call failed (%s); retrying in %.1fs", error, delay)
+            self.stats.rate_limited += error.status == 429 or error.kind == "rate_limited"
+            retries, limited = self.stats.retries, self.stats.rate_limited
+        # A summary on the bar, not a line per retry (lines break the bar); details at debug level.
+        bar = self._bar
+        if bar is not None:
+            bar.set_postfix(retries=retries, rate_limited=limited, refresh=False)
+        log.debug("judge call failed (%s); retrying in %.1fs", redact(str(error)), delay)
 
     @property
     def fatal_error(self) -> FatalJudgeError | None:
@@ -206,6 +289,9 @@ class JudgeClient:
 
 class _NullBar:
     def update(self, n: int) -> None:
+        pass
+
+    def set_postfix(self, **values) -> None:
         pass
 
     def __enter__(self):

@@ -22,21 +22,19 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import weakref
 from collections import Counter
 from typing import Any
 
 from lm_eval.api.task import ConfigurableTask
 
-from . import backends, data, prompts
+from . import backends, data, prompts, recovery
 from .cache import ReplyCache
-from .client import JudgeClient
+from .client import JudgeClient, outcome_from_error, preflight_once
 from .config import JudgeSettings, resolve_settings
 from .errors import ConfigError, JudgeRunError, MediaError
 from .judges import JUDGE_FAILED, JUDGES, Judge
-from .redact import public_url, redact
-from .replay import REPLAY_MODEL as REPLAY, save_generations
-from .types import JudgeRequest, Outcome
+from .redact import install_log_filter, public_url, redact
+from .types import JudgeRequest, Outcome, clean_text
 
 log = logging.getLogger(__name__)
 
@@ -85,12 +83,18 @@ class JudgedTask(ConfigurableTask):
             super().download(dataset_kwargs, **kwargs)
 
     def build_all_requests(self, **kwargs) -> None:
-        if not self._bypassed():  # before any generation: a judge that cannot work stops the run now
+        # The earliest point that is both before any generation and after lm-eval has applied
+        # --predict_only (lm-eval 0.4.13 builds the model before the tasks, so task __init__ is
+        # not earlier than the model either): a judge that cannot work stops the run here.
+        if not self._bypassed():
             self._open_judge()
         super().build_all_requests(**kwargs)
-        _LIVE.add(self)
+        recovery.track(self)
 
     def apply_filters(self):
+        for inst in self._instances:  # invalid Unicode in one response must not break the task or lm-eval's files
+            if inst.resps:
+                inst.resps = [clean_text(r) if isinstance(r, str) else r for r in inst.resps]
         result = super().apply_filters()
         if self._bypassed():
             return result
@@ -99,8 +103,8 @@ class JudgedTask(ConfigurableTask):
         except JudgeRunError:
             raise
         except Exception as exc:  # anything else: say what happened and keep the generations
-            raise JudgeRunError(f"{self.config.task}: judging failed: {redact(str(exc))}. "
-                                + _keep_generations(self._settings.resolved_cache_dir())) from exc
+            raise JudgeRunError(f"{self.config.task}: judging failed: {redact(clean_text(str(exc)))}. "
+                                + recovery.keep_generations(self._settings.resolved_cache_dir())) from exc
         finally:
             self._close_judge()
         return result
@@ -119,12 +123,17 @@ class JudgedTask(ConfigurableTask):
             return
         backends.check_credentials(self._settings, self._judge.name)
         backend = backends.build(self._settings, self._judge.name)
+        install_log_filter()  # after the backend's module exists: its logger is scrubbed too
         try:
+            preflight_once(backend, self._settings)  # one free call: endpoint, key and model answer
             cache = ReplyCache(self._settings.resolved_cache_dir()) if self._settings.cache else None
         except (OSError, sqlite3.Error) as exc:
             backend.close()
             raise ConfigError(f"cannot open the judge cache in {self._settings.resolved_cache_dir()} ({exc}); "
                               "set MATHJUDGE_CACHE_DIR to a writable folder, or judge_cache=false") from None
+        except BaseException:
+            backend.close()
+            raise
         self._client = JudgeClient(backend, self._judge.parse, self._settings,
                                    prompts.load(self._judge.template).version, cache)
 
@@ -159,10 +168,10 @@ class JudgedTask(ConfigurableTask):
 
     def _build_request(self, doc: dict, response: str) -> JudgeRequest | Outcome:
         try:
-            return self._judge.request(doc, response)
+            return self._judge.request(doc, clean_text(response))
         except MediaError as exc:  # the output names media that cannot be sent: this sample only
             log.warning("%s: %s", self.config.task, exc)
-            return Outcome(failure="media", error=str(exc))
+            return outcome_from_error(exc)
 
     def _record(self, response: str, outcome: Outcome) -> dict[str, Any]:
         """What --log_samples shows for one judged response (as a JSON string)."""
@@ -170,8 +179,8 @@ class JudgedTask(ConfigurableTask):
             "verdict": None if outcome.verdict is None else self._judge.describe(outcome.verdict),
             "judge_failed": outcome.failure is not None,
             "failure": outcome.failure,
-            "error": outcome.error,
-            "raw_reply": outcome.raw_reply,
+            "error": redact(outcome.error) if outcome.error else outcome.error,
+            "raw_reply": redact(outcome.raw_reply) if outcome.raw_reply else outcome.raw_reply,
             "cached": outcome.cached,
             "judge": f"{self._settings.backend}:{self._settings.model}",
             "response": response,
@@ -187,7 +196,7 @@ class JudgedTask(ConfigurableTask):
             f"{self.config.task}: {len(failed)} of {len(outcomes)} samples got no verdict ({kinds}).{cause} "
             f"Nothing was scored as wrong. Every verdict obtained is cached in {self._settings.resolved_cache_dir()}, "
             f"so rerunning the same command judges only the missing samples. "
-            + _keep_generations(self._settings.resolved_cache_dir()))
+            + recovery.keep_generations(self._settings.resolved_cache_dir()))
 
     def _provenance(self) -> dict[str, Any]:
         return {"name": self._judge.name, **self._settings.public(),
@@ -207,19 +216,3 @@ def _as_text(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         value = value[0] if value else ""
     return value if isinstance(value, str) else str(value)
-
-
-# Tasks whose generations exist in memory. lm-eval judges one task at a time, so when
-# one fails, the generations of the others (a group) must be saved too, not dropped.
-_LIVE: "weakref.WeakSet[JudgedTask]" = weakref.WeakSet()
-
-
-def _keep_generations(cache_dir: str) -> str:
-    """Save every live task's raw generations in one replay file; say how to reuse it."""
-    rows = [(task.config.task, inst.doc_id, inst.doc, inst.resps[0]) for task in list(_LIVE)
-            for inst in task._instances if inst.resps and isinstance(inst.resps[0], str)]
-    if not rows:
-        return "No generations were kept."
-    path = save_generations(cache_dir, rows)
-    return (f"The generations of {len({r[0] for r in rows})} task(s) are saved in {path}: rerun with "
-            f"--model {REPLAY} --model_args path={path} to judge them without generating again.")

@@ -1,27 +1,52 @@
 """Scrub credentials from text before it reaches a log, an exception or a file.
 
 Servers sometimes echo the key they rejected ("Incorrect API key provided:
-sk-..."); the SDKs put such text in their exception messages.
+sk-..."), the request headers they saw, or a URL with its query string; the
+SDKs put such text in their exception messages, and a hostile judge can put
+it in a reply. The client scrubs every reply and error with ``redact`` before
+it is cached, logged or written to samples.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from urllib.parse import urlsplit, urlunsplit
 
 SECRET_ENV_VARS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN", "GEMINI_API_KEY",
-                   "GOOGLE_API_KEY")
+                   "GOOGLE_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+# Any other variable named like a credential is scrubbed too (ANTHROPIC_API_KEY, MY_PROXY_TOKEN, ...).
+_SECRET_ENV_NAME = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$")
+_MIN_SECRET_LEN = 8  # shorter values ("1", "true", "EMPTY") would scrub ordinary words
+MASK = "***"
+
 _KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{6,}|AIza[0-9A-Za-z_\-]{20,})")
 _URL_USERINFO = re.compile(r"(?<=://)[^/\s@]+@")  # https://user:password@host
+# "Authorization: Bearer xyz", "Basic dXNlcjpwdw==", "x-api-key: xyz", "api-key=xyz"
+_AUTH_SCHEMES = re.compile(r"\b(Bearer|Basic|Digest|Token)\s+[A-Za-z0-9._~+/=\-]{4,}", re.IGNORECASE)
+_KEY_FIELDS = re.compile(
+    r"((?:x-goog-api-key|x-api-key|api[-_]?key|access[-_]?token|token|key|password|secret)"
+    r"[\"']?\s*[:=]\s*[\"']?)([^\s\"'&,;}]{4,})", re.IGNORECASE)
+
+
+def secret_values(environ=None) -> list[str]:
+    """Values of the configured credentials, longest first (so a key inside another is still masked)."""
+    environ = os.environ if environ is None else environ
+    values = {environ.get(name, "") for name in SECRET_ENV_VARS}
+    values |= {value for name, value in environ.items() if _SECRET_ENV_NAME.search(name.upper())}
+    return sorted((v for v in values if len(v.strip()) >= _MIN_SECRET_LEN), key=len, reverse=True)
 
 
 def redact(text: str) -> str:
-    for name in SECRET_ENV_VARS:
-        value = os.environ.get(name, "")
-        if len(value) >= 4:
-            text = text.replace(value, "***")
-    return _URL_USERINFO.sub("***@", _KEY_SHAPES.sub("***", text))
+    if not text:
+        return text
+    for value in secret_values():
+        text = text.replace(value, MASK)
+    text = _KEY_SHAPES.sub(MASK, text)
+    text = _URL_USERINFO.sub(MASK + "@", text)
+    text = _AUTH_SCHEMES.sub(lambda m: f"{m.group(1)} {MASK}", text)
+    return _KEY_FIELDS.sub(lambda m: m.group(1) + MASK, text)
 
 
 def public_url(url: str) -> str:
@@ -31,3 +56,24 @@ def public_url(url: str) -> str:
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
+
+
+class RedactingFilter(logging.Filter):
+    """Scrubs every record of our loggers, so no message can carry a key to a log file."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string is the logging module's problem, not ours
+            return True
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
+
+
+def install_log_filter(logger_name: str = "lm_eval_mathjudge") -> None:
+    """Idempotent: attach the filter once to the package's logger."""
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+        logger.addFilter(RedactingFilter())

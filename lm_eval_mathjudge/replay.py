@@ -5,7 +5,8 @@ from FILE instead of generating. FILE is JSONL in either shape:
 
 * a previous run's samples file (``samples_<task>_*.jsonl``): ``doc`` and ``resps``;
 * plain records with ``response`` and ``question`` (or ``problem``) or ``doc_id``,
-  optionally ``task``, such as the generations this plugin saves when judging fails.
+  optionally ``task``, such as the generations this plugin saves when judging fails
+  (``recovery.save_generations``).
 
 A request is matched by its question text (robust to ``--limit`` and
 reordering; a record of the same task wins when a file holds several tasks).
@@ -18,14 +19,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from typing import Any, Iterable
+from typing import Any
 
 from lm_eval.api.model import LM
 
+from ._startup import REPLAY_MODEL
 from .errors import ConfigError
 
-REPLAY_MODEL = "mathjudge-replay"
 _QUESTION_KEYS = ("question", "problem", "Question", "Problem", "mj_question")
 
 
@@ -45,7 +45,7 @@ class ReplayLM(LM):
         response = _response_of(row)
         if response is None:
             raise ConfigError(f"{path}:{number} has neither 'response' nor 'resps'")
-        task, question = row.get("task"), _question_of(row.get("doc") or row)
+        task, question = row.get("task"), question_of(row.get("doc") or row)
         if question is not None:
             self._by_question[(task, _norm(question))] = response
             self._by_question.setdefault((None, _norm(question)), response)
@@ -68,7 +68,7 @@ class ReplayLM(LM):
 
     def _lookup(self, request) -> str | None:
         """By question text (this task's record first); by doc_id only when the records carry no question."""
-        question = _question_of(request.doc or {})
+        question = question_of(request.doc or {})
         if question is not None:
             key = _norm(question)
             return self._by_question.get((request.task_name, key), self._by_question.get((None, key)))
@@ -78,19 +78,6 @@ class ReplayLM(LM):
         raise ConfigError(f"{REPLAY_MODEL} only replays generations; it cannot score log-likelihoods")
 
     loglikelihood_rolling = loglikelihood
-
-
-def save_generations(cache_dir: str, rows: Iterable[tuple[str, int, dict, str]]) -> str:
-    """Write (task, doc_id, doc, response) rows to a new replay file under the cache folder."""
-    folder = os.path.join(cache_dir, "generations")
-    os.makedirs(folder, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    path = os.path.join(folder, f"generations-{stamp}-{os.getpid()}-{time.time_ns() % 10**9:09d}.jsonl")
-    with open(path, "w", encoding="utf-8") as fh:
-        for task, doc_id, doc, response in rows:
-            record = {"task": task, "doc_id": doc_id, "question": _question_of(doc), "response": response}
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-    return path
 
 
 def _rows(path: str):
@@ -114,7 +101,8 @@ def _response_of(row: dict) -> str | None:
     return resps if isinstance(resps, str) else None
 
 
-def _question_of(doc: dict) -> str | None:
+def question_of(doc: dict) -> str | None:
+    """The question text of a doc or record, under any of the data sets' key names."""
     for key in _QUESTION_KEYS:
         if isinstance(doc.get(key), str):
             return doc[key]

@@ -38,7 +38,7 @@ def _cli(*args: str, cache_dir) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, check=True)
 
 
-def test_cache_clear_removes_only_the_cache_and_saved_generations(tmp_path):
+def test_cache_clear_removes_only_the_cache_and_keeps_saved_generations(tmp_path):
     cache = ReplyCache(str(tmp_path))
     cache.put("k", Reply(text="Error Analysis: ok\nFinal Verdict: Correct"), "local:math-verify")
     cache.close()
@@ -47,7 +47,10 @@ def test_cache_clear_removes_only_the_cache_and_saved_generations(tmp_path):
     (tmp_path / "unrelated.txt").write_text("not ours")
 
     assert "1 judge replies" in _cli("cache", cache_dir=tmp_path).stdout
-    _cli("cache", "--clear", cache_dir=tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["unrelated.txt"]
+    cleared = _cli("cache", "--clear", cache_dir=tmp_path)
+    # Saved generations are paid work that an error message points to: clearing the cache keeps them.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["generations", "unrelated.txt"]
+    assert (tmp_path / "generations" / "g.jsonl").read_text() == "{}\n"
+    assert "kept the saved generations" in cleared.stdout
     assert "no judge cache yet" in _cli("cache", cache_dir=tmp_path).stdout
     assert not (tmp_path / FILE_NAME).exists()

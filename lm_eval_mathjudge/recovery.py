@@ -1,0 +1,98 @@
+"""Keep what was paid for when judging fails: the generations of every live task.
+
+lm-eval generates for every task first and judges one task at a time. When
+judging one task fails, the generations of all tasks (a group) exist only in
+memory; this module writes them to one replay file (``--model
+mathjudge-replay``) so a rerun judges them without generating again.
+
+The rescue path must never be the thing that fails: rows are written as
+ASCII-escaped JSON (a lone surrogate round-trips as ``\\ud800``), to a
+temporary file that is fsynced and then renamed, so the file is either
+complete or absent. The folder is 0700 and the file 0600.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import weakref
+from typing import Any, Iterable
+
+from ._startup import REPLAY_MODEL
+from .cache import _private_dir
+from .redact import redact
+
+log = logging.getLogger(__name__)
+
+GENERATIONS_DIR = "generations"
+
+# Tasks whose generations exist in memory (weak: a finished task is not kept alive).
+_LIVE: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def track(task: Any) -> None:
+    """Remember a task whose generations must survive a failure of any task."""
+    _LIVE.add(task)
+
+
+def keep_generations(cache_dir: str) -> str:
+    """Save every live task's raw generations in one replay file; say how to reuse it. Never raises."""
+    try:
+        rows = list(_live_rows())
+        if not rows:
+            return "No generations were kept."
+        path = save_generations(cache_dir, rows)
+    except Exception as exc:  # noqa: BLE001 - the error being reported matters more than this one
+        log.debug("saving generations failed", exc_info=True)
+        return f"The generations could not be saved ({redact(str(exc))})."
+    return (f"The generations of {len({r[0] for r in rows})} task(s) are saved in {path}: rerun with "
+            f"--model {REPLAY_MODEL} --model_args path={path} to judge them without generating again.")
+
+
+def _live_rows():
+    for task in list(_LIVE):
+        for inst in getattr(task, "_instances", None) or []:
+            if inst.resps and isinstance(inst.resps[0], str):
+                yield task.config.task, inst.doc_id, inst.doc, inst.resps[0]
+
+
+def save_generations(cache_dir: str, rows: Iterable[tuple[str, int, dict, str]]) -> str:
+    """Write (task, doc_id, doc, response) rows to a new replay file under the cache folder, atomically."""
+    from .replay import question_of
+
+    folder = os.path.join(cache_dir, GENERATIONS_DIR)
+    _private_dir(folder)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    path = os.path.join(folder, f"generations-{stamp}-{os.getpid()}-{time.time_ns() % 10**9:09d}.jsonl")
+    lines = [json.dumps({"task": task, "doc_id": doc_id, "question": question_of(doc), "response": response},
+                        ensure_ascii=True, default=str) + "\n" for task, doc_id, doc, response in rows]
+    write_atomic(path, "".join(lines))
+    return path
+
+
+def write_atomic(path: str, text: str) -> None:
+    """tmp file (0600) + fsync + rename: a reader sees the whole file or none of it."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    try:  # the rename itself survives a crash only once the folder is synced
+        dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass  # e.g. a platform without directory fsync
