@@ -80,3 +80,30 @@ def run_threads(target, count: int) -> list[BaseException]:
     for t in threads:
         t.join()
     return errors
+
+
+def shared_cache_judge(cache_dir: str, base_url: str, prompts: list, start, results) -> None:
+    """Judge `prompts` with the real openai backend and a cache shared with other processes.
+
+    Waits on `start` (a multiprocessing Barrier) so the processes ask at the same time,
+    then reports (verdicts, calls paid, replies shared by another process, errors) on `results`.
+    """
+    try:
+        from lm_eval_mathjudge import backends
+        from lm_eval_mathjudge.cache import ReplyCache
+        from lm_eval_mathjudge.client import JudgeClient
+        from lm_eval_mathjudge.config import resolve_settings
+        from lm_eval_mathjudge.judges import JUDGES
+        from lm_eval_mathjudge.types import JudgeRequest
+
+        settings = resolve_settings("exact_match", None, {"judge_base_url": base_url, "judge_concurrency": 4,
+                                                          "judge_max_retries": 0}, environ={})
+        client = JudgeClient(backends.build(settings, "exact_match"), JUDGES["exact_match"].parse, settings,
+                             "test-template", ReplyCache(cache_dir), progress=False)
+        start.wait(timeout=120)
+        outcomes = client.judge_all([JudgeRequest(prompt=p) for p in prompts])
+        client.close()
+        results.put(([o.verdict.correct if o.verdict else o.failure for o in outcomes],
+                     client.stats.calls, client.stats.shared, []))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        results.put(([], 0, 0, [f"{type(exc).__name__}: {exc}"]))
