@@ -72,8 +72,14 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-def install_log_filter(logger_name: str = "lm_eval_mathjudge") -> None:
-    """Idempotent: attach the filter once to the package's logger."""
-    logger = logging.getLogger(logger_name)
-    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
-        logger.addFilter(RedactingFilter())
+def install_log_filter(package: str = "lm_eval_mathjudge") -> None:
+    """Attach the filter to the package's logger and every module logger under it (idempotent).
+
+    Logger filters do not propagate to child loggers, so each module's logger needs its own;
+    call this after the modules that log (backends included) are imported.
+    """
+    names = [package] + [n for n in list(logging.Logger.manager.loggerDict) if n.startswith(package + ".")]
+    for name in names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+            logger.addFilter(RedactingFilter())
