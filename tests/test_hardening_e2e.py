@@ -151,3 +151,30 @@ def test_a_damaged_cache_is_moved_aside_before_judging_and_the_run_goes_on(gsm8k
     assert moved.read_bytes() == damaged
     assert str(moved) in run.stderr and str(cache / "judge_cache.sqlite3") in run.stderr
     assert run.results()["results"][TASK]["gpt4_exact_match,none"] == 1.0
+
+
+def _backends_have_preflight() -> bool:
+    from lm_eval_mathjudge.backends.openai_chat import OpenAIChatBackend
+
+    return hasattr(OpenAIChatBackend, "preflight")
+
+
+@pytest.mark.skipif(not _backends_have_preflight(), reason="the openai backend has no preflight() yet")
+def test_a_wrong_judge_model_is_found_before_any_generation(gsm8k, tmp_path):
+    """The judge's preflight runs where lm-eval builds the requests: before the model generates anything."""
+    data_dir, rows = gsm8k
+
+    def model(body):
+        return "\\boxed{1}"
+
+    with ChatCompletionsServer(model) as generator, ChatCompletionsServer(exact_match_judge,
+                                                                          models=("some-other-model",)) as judge:
+        run = run_lm_eval(["--model", "local-chat-completions", "--model_args",
+                           f"model=loopback-model,base_url={generator.chat_url},num_concurrent=2,max_retries=1",
+                           "--apply_chat_template", "--tasks", TASK, "--metadata",
+                           json.dumps({"judge_base_url": judge.url})],
+                          {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
+                           "OPENAI_API_KEY": CANARY_KEY}, tmp_path / "out")
+        assert run.returncode != 0
+        assert generator.call_count == 0 and judge.call_count == 0  # no generation, no paid judge call
+        assert judge.url.split("//")[1].split("/")[0] in run.stderr  # the message names the endpoint
