@@ -23,11 +23,14 @@ MASK = "***"
 
 _KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{6,}|AIza[0-9A-Za-z_\-]{20,})")
 _URL_USERINFO = re.compile(r"(?<=://)[^/\s@]+@")  # https://user:password@host
-# "Authorization: Bearer xyz", "Basic dXNlcjpwdw==", "x-api-key: xyz", "api-key=xyz"
-_AUTH_SCHEMES = re.compile(r"\b(Bearer|Basic|Digest|Token)\s+[A-Za-z0-9._~+/=\-]{4,}", re.IGNORECASE)
+# "Authorization: Bearer xyz" / "Proxy-Authorization: Basic ..." (whatever the scheme), and a bare
+# "Bearer <token>" / "Basic <base64>" whose token has a digit: "basic arithmetic" stays as it is.
+_AUTH_HEADER = re.compile(r"(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:[A-Za-z]+\s+)?)([^\s\"',;]+)",
+                          re.IGNORECASE)
+_AUTH_SCHEMES = re.compile(r"\b(Bearer|Basic|Digest|Token)\s+(?=[^\s]*\d)[A-Za-z0-9._~+/=\-]{12,}")
 _KEY_FIELDS = re.compile(
     r"((?:x-goog-api-key|x-api-key|api[-_]?key|access[-_]?token|token|key|password|secret)"
-    r"[\"']?\s*[:=]\s*[\"']?)([^\s\"'&,;}]{4,})", re.IGNORECASE)
+    r"[\"']?\s*[:=]\s*[\"']?)([^\s\"'&,;}]{8,})", re.IGNORECASE)
 
 
 def secret_values(environ=None) -> list[str]:
@@ -39,14 +42,24 @@ def secret_values(environ=None) -> list[str]:
 
 
 def redact(text: str) -> str:
+    """Mask credentials in ``text``. Linear in its length; each pattern runs only when its
+    marker word occurs, so a long reply without any costs a few ``str`` scans."""
     if not text:
         return text
     for value in secret_values():
         text = text.replace(value, MASK)
-    text = _KEY_SHAPES.sub(MASK, text)
-    text = _URL_USERINFO.sub(MASK + "@", text)
-    text = _AUTH_SCHEMES.sub(lambda m: f"{m.group(1)} {MASK}", text)
-    return _KEY_FIELDS.sub(lambda m: m.group(1) + MASK, text)
+    lowered = text.lower()
+    if "sk-" in text or "AIza" in text:
+        text = _KEY_SHAPES.sub(MASK, text)
+    if "://" in text:
+        text = _URL_USERINFO.sub(MASK + "@", text)
+    if "authorization" in lowered:
+        text = _AUTH_HEADER.sub(lambda m: m.group(1) + MASK, text)
+    if any(scheme in text for scheme in ("Bearer", "Basic", "Digest", "Token")):
+        text = _AUTH_SCHEMES.sub(lambda m: f"{m.group(1)} {MASK}", text)
+    if any(word in lowered for word in ("key", "token", "password", "secret")):
+        text = _KEY_FIELDS.sub(lambda m: m.group(1) + MASK, text)
+    return text
 
 
 def public_url(url: str) -> str:

@@ -51,7 +51,8 @@ def test_redact_scrubs_headers_queries_and_configured_values(monkeypatch, text, 
 
 def test_redact_keeps_ordinary_text(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "EMPTY")  # too short to be a secret: would scrub ordinary words
-    text = "Error Analysis: the EMPTY set has 0 elements; key insight: 2+2=4.\nFinal Verdict: Correct"
+    text = ("Error Analysis: the EMPTY set has 0 elements; key insight: 2+2=4. Basic arithmetic, Token counts "
+            "and a max token: 1024 budget are not credentials.\nFinal Verdict: Correct")
     assert redact(text) == text
 
 
