@@ -33,7 +33,7 @@ import uuid
 from typing import Any
 
 from .errors import ConfigError
-from .types import Reply  # noqa: F401  -- re-exported: Reply lived here before it moved to the contract module
+from .types import Reply  # also re-exported: Reply lived here before it moved to the contract module
 
 log = logging.getLogger(__name__)
 
