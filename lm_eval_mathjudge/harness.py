@@ -191,7 +191,8 @@ class JudgedTask(ConfigurableTask):
         if not failed:
             return
         kinds = ", ".join(f"{k}: {n}" for k, n in sorted(Counter(o.failure for o in failed).items()))
-        cause = f" The judge refused the requests: {self._fatal}." if self._fatal else f" Last error: {failed[-1].error}."
+        cause = redact(f" The judge refused the requests: {self._fatal}." if self._fatal
+                       else f" Last error: {failed[-1].error}.")
         raise JudgeRunError(
             f"{self.config.task}: {len(failed)} of {len(outcomes)} samples got no verdict ({kinds}).{cause} "
             f"Nothing was scored as wrong. Every verdict obtained is cached in {self._settings.resolved_cache_dir()}, "
