@@ -201,6 +201,7 @@ class JudgedTask(ConfigurableTask):
     def _provenance(self) -> dict[str, Any]:
         return {"name": self._judge.name, **self._settings.public(),
                 "base_url": public_url(self._settings.base_url) if self._settings.base_url else None,
+                "endpoint": backends.effective_endpoint(self._settings),
                 "cache_dir": self._settings.resolved_cache_dir() if self._settings.cache else None,
                 "prompt_version": prompts.load(self._judge.template).version}
 
