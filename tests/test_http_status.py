@@ -44,6 +44,12 @@ CASES = [
                  ["the request was rejected"], id="422"),
     pytest.param(400, "API key not valid. Please pass a valid API key.", {"status_name": "INVALID_ARGUMENT"},
                  FatalJudgeError, "auth", None, ["check OPENAI_API_KEY", "INVALID_ARGUMENT"], id="400-gemini-bad-key"),
+    pytest.param(400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                 "'max_completion_tokens' instead.", {"code": "unsupported_parameter"}, FatalJudgeError, "http_400",
+                 None, ["reasoning model", "deployment named after the model"], id="400-reasoning-deployment"),
+    pytest.param(400, "Unsupported value: 'temperature' does not support 0 with this model. Only the default (1) "
+                 "value is supported.", {"code": "unsupported_value"}, FatalJudgeError, "http_400", None,
+                 ["reasoning model"], id="400-reasoning-temperature"),
     pytest.param(400, "Invalid value for 'temperature'", {}, FatalJudgeError, "http_400", None,
                  ["the request was rejected"], id="400-bad-request"),
     pytest.param(400, "This model's maximum context length is 8192 tokens. However, you requested 9100 tokens.",

@@ -29,6 +29,12 @@ _FATAL_HINTS = {
     404: "check the judge model name (judge_model) and base URL (judge_base_url)",
 }
 
+# A reasoning model sent a chat model's parameters: its name did not give it away (an Azure deployment).
+_REASONING_PHRASES = ("max_completion_tokens", "'temperature' does not support", "'temperature' is not supported")
+_REASONING_HINT = ("the judge looks like a reasoning model (o-series, GPT-5), which takes max_completion_tokens and "
+                   "no temperature; they are sent when judge_model names such a model, so name it (for Azure, a "
+                   "deployment named after the model, e.g. o3-mini)")
+
 # 400s about this one request, not the run: (kind, provider codes, phrases in the message, explanation).
 _PER_REQUEST = (
     ("content_filter", ("content_filter",), ("content management policy", "content_filter"),
@@ -61,7 +67,10 @@ def status_error(status: int, message: str, *, keys: str, endpoint: str | None =
     where = f"; endpoint {endpoint}" if endpoint else ""
     if status == 400 and ("api key" in text.lower() or "API_KEY" in text):  # Gemini's answer to a bad key
         return FatalJudgeError(f"{text} (check {keys}{where}; not retried)", kind="auth", status=status)
-    hint = _FATAL_HINTS.get(status, "the request was rejected").format(keys=keys)
+    if status == 400 and any(p in text for p in _REASONING_PHRASES):
+        hint = _REASONING_HINT
+    else:
+        hint = _FATAL_HINTS.get(status, "the request was rejected").format(keys=keys)
     return FatalJudgeError(f"{text} ({hint}{where}; not retried)", kind=f"http_{status}", status=status)
 
 
