@@ -389,6 +389,23 @@ def test_text_the_wire_cannot_carry_fails_that_sample_only_and_is_never_sent(ser
     assert server.call_count == 1  # only the good request went out; the broken one was never sent nor retried
 
 
+def test_a_request_that_cannot_be_built_is_that_samples_failure(server):
+    from lm_eval_mathjudge.errors import UnsendableRequest
+    from lm_eval_mathjudge.retry import call_with_retries
+    from lm_eval_mathjudge.types import JudgeRequest, Media
+
+    lost = Media(source="data URL", mime_type="image/png", sha256="0" * 64, size=10)  # neither bytes nor path
+    backend = OpenAIChatBackend(settings(server))
+    try:
+        with pytest.raises(UnsendableRequest) as caught:
+            call_with_retries(lambda: backend.complete(JudgeRequest(prompt="Grade this.", media=(lost,))),
+                              RetryPolicy(max_retries=5, base_delay=0.01))
+    finally:
+        backend.close()
+    assert caught.value.kind == "bad_request" and "cannot build the judge request: TypeError" in str(caught.value)
+    assert server.call_count == 0
+
+
 # --------------------------------------------------------------------------- reasoning judges
 
 @pytest.mark.parametrize("model, reasoning", [

@@ -13,7 +13,8 @@ server message, provider code); the wording of hints lives only here.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
 
 from ..errors import FatalJudgeError, JudgeCallError, JudgeRefusal, TransientJudgeError, UnsendableRequest
 from ..redact import redact
@@ -109,3 +110,13 @@ def check_text(request: JudgeRequest) -> None:
             raise UnsendableRequest(f"the judge {name} holds a character UTF-8 cannot encode "
                                     f"({exc.object[exc.start:exc.end]!r} at offset {exc.start})",
                                     kind="invalid_text") from None
+
+
+@contextmanager
+def building_request() -> Iterator[None]:
+    """Errors while building a request body are this sample's (never sent, never retried), not an outage."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:  # pydantic validation errors are ValueErrors too
+        raise UnsendableRequest(redact(f"cannot build the judge request: {type(exc).__name__}: {exc}"[:500])) \
+            from None

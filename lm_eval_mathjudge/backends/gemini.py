@@ -26,12 +26,11 @@ from google.genai import types
 
 from ..cache import Reply
 from ..config import JudgeSettings
-from ..errors import (FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError,
-                      UnsendableRequest)
+from ..errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError
 from ..redact import public_url, redact
 from ..retry import RetryPolicy, call_with_retries
 from ..types import JudgeRequest, Media
-from ._http import check_text, status_error
+from ._http import building_request, check_text, status_error
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +112,9 @@ class GeminiBackend:
         s = self._settings
         uploaded: list[str] = []
         try:
-            parts = self._text_parts(request) + [self._media_part(m, uploaded) for m in request.media]
-            response = self._client.models.generate_content(
-                model=s.model, contents=[types.Content(role="user", parts=parts)], config=self._config())
+            contents = self._contents(self._text_parts(request)
+                                      + [self._media_part(m, uploaded) for m in request.media])
+            response = self._client.models.generate_content(model=s.model, contents=contents, config=self._config())
         except genai_errors.APIError as exc:
             raise self._status_error(exc) from None
         except (ValueError, KeyError) as exc:  # a 200 whose body is not JSON / lacks the upload URL
@@ -132,19 +131,20 @@ class GeminiBackend:
         """The text of the request; a failure here is this sample's, never a judge outage."""
         check_text(request)
         texts = [request.prompt] + ([request.output_text] if request.output_text is not None else [])
-        try:
+        with building_request():
             return [types.Part.from_text(text=t) for t in texts]
-        except (ValueError, TypeError) as exc:  # pydantic validation errors are ValueErrors
-            raise UnsendableRequest(redact(f"cannot build the judge request: {exc}"[:500])) from None
+
+    @staticmethod
+    def _contents(parts: list[Any]) -> list[Any]:
+        with building_request():
+            return [types.Content(role="user", parts=parts)]
 
     def _config(self) -> Any:
         s = self._settings
-        thinking = None if s.thinking_budget is None else types.ThinkingConfig(thinking_budget=s.thinking_budget)
-        try:
+        with building_request():
+            thinking = None if s.thinking_budget is None else types.ThinkingConfig(thinking_budget=s.thinking_budget)
             return types.GenerateContentConfig(temperature=s.temperature, max_output_tokens=s.max_tokens,
                                                thinking_config=thinking)
-        except (ValueError, TypeError) as exc:
-            raise UnsendableRequest(redact(f"cannot build the judge request: {exc}"[:500])) from None
 
     def _exchange_error(self, exc: Exception) -> Exception:
         """Timeouts and transport errors of either httpx flavour, and Vertex credential errors."""

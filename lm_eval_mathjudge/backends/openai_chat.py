@@ -30,7 +30,7 @@ from ..errors import (FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError,
 from ..redact import public_url, redact
 from ..retry import RetryPolicy, call_with_retries
 from ..types import JudgeRequest, Media
-from ._http import check_text, status_error
+from ._http import building_request, check_text, status_error
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +91,9 @@ class OpenAIChatBackend:
     def _params(self, request: JudgeRequest) -> dict[str, Any]:
         """The request body; a failure here is this sample's, never a judge outage."""
         s = self._settings
-        try:
-            check_text(request)
+        check_text(request)
+        with building_request():
             params: dict[str, Any] = {"model": s.model, "messages": [{"role": "user", "content": _content(request)}]}
-        except MediaError:
-            raise
-        except (ValueError, TypeError) as exc:
-            raise UnsendableRequest(redact(f"cannot build the judge request: {exc}"[:500])) from None
         if is_reasoning_model(s.model):
             params["max_completion_tokens"] = s.max_tokens
             if s.reasoning_effort:
