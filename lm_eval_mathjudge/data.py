@@ -9,17 +9,21 @@ judges never need to know which dataset a doc came from:
 * ``mj_answer``    the gold short answer (used by the local judge and as target).
 
 With ``MATHJUDGE_DATA_DIR=DIR`` a task reads ``DIR/<name>/test.jsonl``
-instead of the Hugging Face hub (the layout of the project's shared data).
+instead of the Hugging Face hub (the layout of the project's shared data);
+``local_source`` describes that file (path, content hash, rows) for the
+results. When the hub cannot be reached, ``hub_failure`` says what to do.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 from typing import Any, Callable
 
 from .errors import ConfigError
+from .redact import redact
 
 DATA_DIR_ENV = "MATHJUDGE_DATA_DIR"
 LOCAL_FILE = "test.jsonl"
@@ -42,6 +46,27 @@ def load_local(data_dir: str, name: str, split: str):
     with open(path, encoding="utf-8") as fh:
         rows = [_json_row(line, path, n) for n, line in enumerate(fh, 1) if line.strip()]
     return datasets.DatasetDict({split: datasets.Dataset.from_list(rows)})
+
+
+def local_source(data_dir: str, name: str) -> dict[str, Any]:
+    """Where a task's local data came from: absolute path, SHA-256 of the bytes, number of rows."""
+    path = os.path.abspath(os.path.join(data_dir, name, LOCAL_FILE))
+    digest, rows = hashlib.sha256(), 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            digest.update(line)
+            rows += bool(line.strip())
+    return {"path": path, "sha256": digest.hexdigest(), "rows": rows}
+
+
+def hub_failure(task: str, name: str | None, hub_id: str, error: BaseException) -> str:
+    """The message for a data set that could not be loaded from the hub: the cause and both ways out."""
+    folder = name or "<dataset>"
+    return (f"task {task}: cannot load {hub_id} from the Hugging Face hub ({type(error).__name__}: "
+            f"{redact(str(error))[:300]}). Offline? Set {DATA_DIR_ENV} to a folder laid out as <dataset>/{LOCAL_FILE} "
+            f"(this task reads {folder}/{LOCAL_FILE}; the project's examples/data holds the first rows of every "
+            f"set), or, with a copy already in the Hugging Face cache, set HF_HUB_OFFLINE=1 and "
+            f"HF_DATASETS_OFFLINE=1.")
 
 
 def _json_row(line: str, path: str, number: int) -> dict[str, Any]:

@@ -9,6 +9,8 @@
     │   └── JudgeRefusal          the judge answered without a verdict (safety block,
     │                             truncation, no candidates): a counted judge failure
     ├── MediaError             a media response that cannot be attached (names the file)
+    │   └── UnsendableRequest     a request that cannot be built or encoded (e.g. invalid
+    │                             text): never sent, never retried, a counted judge failure
     └── JudgeRunError          the run could not judge every sample; says how to resume
 
 Each failure class says whether a sample that ends with it is *scored*
@@ -75,6 +77,18 @@ class MediaError(MathJudgeError):
 
     kind = "media"
     scored = True
+
+
+class UnsendableRequest(MediaError):
+    """This one request cannot be built or encoded, so it is never sent.
+
+    A MediaError because the client treats both the same way: refused before
+    anything went out, this sample only, counted under ``kind``.
+    """
+
+    def __init__(self, message: str, *, kind: str = "bad_request"):
+        super().__init__(message)
+        self.kind = kind
 
 
 class JudgeRunError(MathJudgeError, RuntimeError):

@@ -79,8 +79,17 @@ class JudgedTask(ConfigurableTask):
         data_dir = data.local_data_dir()
         if data_dir and self._local_name:
             self.dataset = data.load_local(data_dir, self._local_name, self.config.test_split)
+            source = data.local_source(data_dir, self._local_name)
+            self.config.dataset_path = source["path"]  # results name the file judged, not the hub id
         else:
-            super().download(dataset_kwargs, **kwargs)
+            try:
+                super().download(dataset_kwargs, **kwargs)
+            except Exception as exc:  # hub, network or cache failures of `datasets`: say what to do
+                raise ConfigError(data.hub_failure(self.config.task, self._local_name, self.config.dataset_path,
+                                                   exc)) from exc
+            source = {"hub": self.config.dataset_path, "name": self.config.dataset_name,
+                      "revision": (dataset_kwargs or {}).get("revision")}
+        self.config.metadata = {**(self.config.metadata or {}), "data_source": source}
 
     def build_all_requests(self, **kwargs) -> None:
         # The earliest point that is both before any generation and after lm-eval has applied
@@ -202,6 +211,7 @@ class JudgedTask(ConfigurableTask):
     def _provenance(self) -> dict[str, Any]:
         return {"name": self._judge.name, **self._settings.public(),
                 "base_url": public_url(self._settings.base_url) if self._settings.base_url else None,
+                "endpoint": backends.effective_endpoint(self._settings),
                 "cache_dir": self._settings.resolved_cache_dir() if self._settings.cache else None,
                 "prompt_version": prompts.load(self._judge.template).version}
 

@@ -2,8 +2,11 @@
 
 Only ``TransientJudgeError`` is retried. A server's Retry-After (already
 parsed by the backend into ``error.retry_after``) replaces the backoff when it
-is present, capped so a hostile header cannot stall a run for hours. The SDKs'
-own retries are switched off by the backends, so attempts never multiply.
+is present. A Retry-After longer than ``max_delay`` (a quota that resets in an
+hour, a hostile header) is not waited out and not retried every ``max_delay``
+seconds either: that call fails at once with a message naming the wait, so the
+run ends with its resume advice and nothing is scored. The SDKs' own retries
+are switched off by the backends, so attempts never multiply.
 """
 
 from __future__ import annotations
@@ -55,6 +58,29 @@ def backoff_delay(retry: int, policy: RetryPolicy, rand: Callable[[], float] = r
     return rand() * min(policy.max_delay, policy.base_delay * (2 ** min(retry, 32)))
 
 
+def wait_too_long(error: TransientJudgeError, policy: RetryPolicy) -> bool:
+    """The server asked for a longer wait than this run is willing to make."""
+    return error.retry_after is not None and error.retry_after > policy.max_delay
+
+
+def too_long_error(error: TransientJudgeError, policy: RetryPolicy) -> TransientJudgeError:
+    """The failure reported instead of retrying: names the wait the server asked for."""
+    return TransientJudgeError(
+        f"{error} -- the server asked to wait {describe_wait(error.retry_after)} before retrying, longer than "
+        f"the {policy.max_delay:g}s this run waits between attempts; not retried. Rerun later (when the "
+        "quota or outage is over) to judge what is missing",
+        kind="retry_after_too_long", status=error.status, retry_after=error.retry_after)
+
+
+def describe_wait(seconds: float) -> str:
+    if seconds != seconds or seconds == float("inf"):  # nan / inf from a hostile header
+        return "forever"
+    if seconds < 120:
+        return f"{seconds:g}s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
 def next_delay(error: TransientJudgeError, retry: int, policy: RetryPolicy,
                rand: Callable[[], float] = random.random) -> float:
     if error.retry_after is not None:
@@ -70,6 +96,8 @@ def call_with_retries(fn: Callable[[], T], policy: RetryPolicy, *,
         try:
             return fn()
         except TransientJudgeError as error:
+            if wait_too_long(error, policy):
+                raise too_long_error(error, policy) from None
             if retry == policy.max_retries:
                 raise
             delay = next_delay(error, retry, policy)

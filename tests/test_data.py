@@ -9,7 +9,7 @@ import pytest
 
 from lm_eval_mathjudge import data
 from lm_eval_mathjudge.errors import ConfigError
-from tests.conftest import read_jsonl
+from tests.conftest import REPO, read_jsonl
 
 
 def _normalised(shared_data, name, process_docs, n=10):
@@ -70,3 +70,61 @@ def test_load_local_names_the_bad_line(tmp_path):
     (tmp_path / "gsm8k" / "test.jsonl").write_text(json.dumps({"question": "q", "answer": "#### 1"}) + "\n{oops\n")
     with pytest.raises(ConfigError, match=r"test.jsonl:2 is not valid JSON"):
         data.load_local(str(tmp_path), "gsm8k", "test")
+
+
+# ------------------------------------------------------------------- provenance and offline hints
+
+def test_local_source_names_the_file_its_hash_and_rows(shared_data):
+    import hashlib
+
+    source = data.local_source(str(shared_data), "aime24")
+    path = shared_data / "aime24" / "test.jsonl"
+    assert source == {"path": str(path.resolve()), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                      "rows": len(read_jsonl(path))}
+
+
+def test_hub_failure_says_what_to_do():
+    error = ConnectionError("Couldn't reach 'openai/gsm8k' on the Hub (OfflineModeIsEnabled)")
+    message = data.hub_failure("gsm8k_gpt4em", "gsm8k", "openai/gsm8k", error)
+    assert "cannot load openai/gsm8k" in message and "OfflineModeIsEnabled" in message
+    assert "MATHJUDGE_DATA_DIR" in message and "gsm8k/test.jsonl" in message and "HF_HUB_OFFLINE=1" in message
+
+
+def test_cli_results_record_the_local_file_and_the_judge_endpoint(data_slice, tmp_path):
+    import hashlib
+
+    from tests.e2e import CANARY_KEY, exact_match_judge, run_lm_eval
+    from tests.loopback import ChatCompletionsServer
+
+    root = data_slice(4)
+    answers = tmp_path / "answers.jsonl"  # a replay file: the gold answer for each of the 4 docs
+    docs = read_jsonl(root / "gsm8k" / "test.jsonl")
+    answers.write_text("".join(json.dumps({"question": d["question"],
+                                           "response": f"So \\boxed{{{data.gsm8k_answer(d['answer'])}}}"}) + "\n"
+                               for d in docs))
+    with ChatCompletionsServer(exact_match_judge) as judge:
+        run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={answers}", "--tasks", "gsm8k_gpt4em",
+                           "--metadata", json.dumps({"judge_base_url": judge.url, "judge_preflight": False})],
+                          {"MATHJUDGE_DATA_DIR": str(root), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
+                           "OPENAI_API_KEY": CANARY_KEY}, tmp_path / "out")
+        url = judge.url
+    assert run.returncode == 0, run.stderr[-3000:]
+    config = run.results()["configs"]["gsm8k_gpt4em"]
+    local = root / "gsm8k" / "test.jsonl"
+    assert config["dataset_path"] == str(local.resolve())  # not KbsdJames/... or openai/gsm8k
+    assert config["metadata"]["data_source"] == {"path": str(local.resolve()), "rows": 4,
+                                                 "sha256": hashlib.sha256(local.read_bytes()).hexdigest()}
+    assert config["metadata"]["judge"]["endpoint"] == url
+
+
+def test_cli_offline_without_a_data_dir_fails_fast_with_the_hint(tmp_path):
+    from tests.e2e import run_lm_eval
+
+    replay = REPO / "examples" / "data" / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
+    run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={replay}",
+                       "--tasks", "gsm8k_gpt4em", "--metadata", json.dumps({"judge_backend": "local"})],
+                      {"HF_HOME": str(tmp_path / "hf")}, tmp_path / "out", timeout=240)
+    assert run.returncode != 0 and "Running generate_until" not in run.stderr  # stopped while loading the task
+    tail = run.stderr[-3000:]
+    assert "cannot load openai/gsm8k from the Hugging Face hub" in tail, tail
+    assert "MATHJUDGE_DATA_DIR" in tail and "gsm8k/test.jsonl" in tail and "HF_HUB_OFFLINE=1" in tail

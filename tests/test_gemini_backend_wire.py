@@ -233,15 +233,26 @@ def test_failed_file_processing_is_a_judge_failure(tmp_path, monkeypatch):
         assert client.stats.retries == 0
 
 
-def test_file_stuck_processing_is_transient(server, tmp_path, monkeypatch):
+def test_file_stuck_processing_fails_that_sample_without_uploading_again(server, tmp_path, monkeypatch):
     monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)
     monkeypatch.setattr(gemini, "FILE_ACTIVE_TIMEOUT", 0.05)
     server.processing_polls = 10_000
     media = media_file(tmp_path, "slow.mp4", media_fixtures.mp4(4096), "video/mp4")
-    client, [outcome], _ = judge(server, [media_request(media)], max_retries=1)
-    assert outcome.transport_failed and outcome.failure == "file_processing"
-    assert server.generate_calls == 0
-    assert len(server.uploaded) == len(server.deleted) == 2  # each attempt cleaned up after itself
+    client, outcomes, _ = judge(server, [media_request(media), text_request()], max_retries=6, timeout=0.2)
+    assert outcomes[0].failure == "media_timeout" and not outcomes[0].transport_failed  # counted, the run goes on
+    assert media.source in outcomes[0].error and "raise judge_timeout" in outcomes[0].error
+    assert outcomes[1].verdict.final_correct == 1
+    assert len(server.uploaded) == len(server.deleted) == 1  # uploaded once, and cleaned up
+    assert server.generate_calls == 1 and client.stats.retries == 0
+
+
+def test_file_processing_waits_at_least_the_judge_timeout(server, tmp_path, monkeypatch):
+    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)
+    monkeypatch.setattr(gemini, "FILE_ACTIVE_TIMEOUT", 0.01)
+    server.processing_polls = 20  # about 0.2 s of polls at 0.01 s
+    media = media_file(tmp_path, "slow.mp4", media_fixtures.mp4(4096), "video/mp4")
+    _, [outcome], _ = judge(server, [media_request(media)], timeout=5.0)
+    assert outcome.verdict.final_correct == 1
 
 
 def test_same_video_at_two_paths_is_judged_once(server, tmp_path, monkeypatch):
@@ -447,3 +458,107 @@ def test_a_bad_key_on_media_requests_still_stops_the_run(server, tmp_path):
     assert isinstance(client.fatal_error, FatalJudgeError) and client.fatal_error.kind == "auth"
     assert server.generate_calls <= 2
     assert {o.failure for o in outcomes} <= {"auth", "aborted"} and all(o.transport_failed for o in outcomes)
+
+
+# ------------------------------------------------------------------- long waits, unsendable requests
+
+HOUR_RETRY_INFO = {"error": {**RETRY_INFO["error"], "details": [
+    {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "3600s"}]}}
+
+
+@pytest.mark.parametrize("fault, wait", [
+    pytest.param({"status": 429, "body": HOUR_RETRY_INFO}, "60 min", id="retry-info"),
+    pytest.param({"status": 503, "headers": {"Retry-After": "7200"}}, "2.0 h", id="retry-after-header"),
+])
+def test_hour_long_retry_delay_fails_the_call_without_waiting(server, fault, wait):
+    server.inject(**fault, times=10)
+    client, [outcome], elapsed = judge(server, [text_request()])
+    assert server.generate_calls == 1 and client.stats.retries == 0 and elapsed < 5
+    assert outcome.transport_failed and outcome.failure == "retry_after_too_long"
+    assert f"asked to wait {wait} before retrying" in outcome.error
+
+
+def test_text_the_wire_cannot_carry_fails_that_sample_only_and_is_never_sent(server):
+    from lm_eval_mathjudge.errors import UnsendableRequest
+    from lm_eval_mathjudge.retry import call_with_retries
+
+    backend = GeminiBackend(settings(server))
+    try:
+        with pytest.raises(UnsendableRequest) as caught:
+            call_with_retries(lambda: backend.complete(text_request(RIGHT + "\ud800")),
+                              RetryPolicy(max_retries=5, base_delay=0.01))
+        assert backend.complete(text_request()).text == REPLY_RIGHT
+    finally:
+        backend.close()
+    assert caught.value.kind == "invalid_text" and "response" in str(caught.value)
+    assert server.generate_calls == 1
+
+
+# ------------------------------------------------------------------------------ thinking budget
+
+@pytest.mark.parametrize("budget", [0, 2048, -1])
+def test_thinking_budget_on_the_wire_and_in_the_identity(server, budget):
+    thoughts = "Check 16 - 3 - 4 = 9 and 9 * 2 = 18."
+    server.responder = lambda body: {"thoughts": thoughts, "text": REPLY_RIGHT}
+    client, [outcome], _ = judge(server, [text_request()], thinking_budget=budget)
+    [body] = generate_bodies(server)
+    config = body["generationConfig"]
+    assert (config["temperature"], config["maxOutputTokens"]) == (0, 8192)
+    # google-genai sends inner keys snake_case (proto JSON accepts both spellings)
+    assert config["thinkingConfig"] in ({"thinkingBudget": budget}, {"thinking_budget": budget})
+    assert client.identity["thinking_budget"] == budget
+    counted = len(thoughts.split())  # the loopback counts words as tokens
+    assert outcome.usage["thoughts_tokens"] == counted and client.stats.usage["thoughts_tokens"] == counted
+
+
+# --------------------------------------------------------------------------------- preflight
+
+def preflight(server_or_none, **overrides):
+    backend = GeminiBackend(settings(server_or_none, **overrides))
+    try:
+        backend.preflight()
+    finally:
+        backend.close()
+
+
+def test_preflight_looks_the_model_up_once_and_generates_nothing(server):
+    preflight(server)
+    assert [(r.method, urlsplit(r.path).path) for r in server.requests] == [("GET", f"/v1/models/{MODEL}")]
+    assert server.requests[0].headers["x-goog-api-key"] == CANARY
+
+
+@pytest.mark.parametrize("status, model, hint", [
+    pytest.param(400, MODEL, "GEMINI_API_KEY", id="bad-key"),  # Gemini answers a bad key with a 400
+    pytest.param(403, MODEL, "Vertex AI credentials", id="forbidden"),
+    pytest.param(None, "gemini-2.5-pro-typo", "check the judge model name", id="unknown-model"),
+])
+def test_preflight_failure_names_the_endpoint_and_what_to_check(server, status, model, hint):
+    server.models_status = status
+    with pytest.raises(FatalJudgeError) as caught:
+        preflight(server, model=model)
+    message = str(caught.value)
+    assert message.startswith(f"preflight: the gemini judge at {server.url}") and hint in message
+    assert "judge_preflight=false" in message and CANARY not in message
+    assert len(server.requests) == 1 and server.generate_calls == 0
+
+
+class NoModelRoute(GeminiServer):
+    """A proxy that forwards generateContent only: its 404 is not Google's NOT_FOUND."""
+
+    def _get_model(self, model: str) -> WireReply:
+        return WireReply(404, {"detail": "Not Found"})
+
+
+def test_preflight_on_a_proxy_without_the_models_route_warns_and_goes_on(caplog):
+    with NoModelRoute() as srv:
+        preflight(srv)
+        assert len(srv.requests) == 1
+        url = srv.url
+    assert any("has no models route" in r.getMessage() and url in r.getMessage() for r in caplog.records)
+
+
+def test_preflight_retries_a_transient_failure_within_the_policy(server):
+    server.models_status = 503
+    with pytest.raises(FatalJudgeError, match="HTTP 503"):
+        preflight(server, max_retries=1)
+    assert len(server.requests) == 2  # one retry: min(max_retries, PREFLIGHT_RETRIES)

@@ -355,3 +355,164 @@ def test_per_request_refusals_fail_one_sample_and_the_run_goes_on(server, reply,
     assert outcomes[0].failure == kind and not outcomes[0].transport_failed
     assert [o.verdict.correct for o in outcomes[1:]] == [True, False]
     assert client.fatal_error is None
+
+
+# ------------------------------------------------------------------- long waits, unsendable requests
+
+@pytest.mark.parametrize("headers", [
+    pytest.param({"Retry-After": "3600"}, id="seconds"),
+    pytest.param({"retry-after-ms": "3600000"}, id="milliseconds"),
+])
+def test_hour_long_retry_after_fails_the_call_without_waiting(server, headers):
+    server.inject(status=429, headers=headers, times=10)
+    client, [outcome], elapsed = judge(server, [request(18)])
+    assert server.call_count == 1 and client.stats.retries == 0  # not retried every 60 s
+    assert elapsed < 5
+    assert outcome.transport_failed and outcome.failure == "retry_after_too_long"  # never scored
+    assert "asked to wait 60 min" in outcome.error and "Rerun later" in outcome.error
+
+
+def test_text_the_wire_cannot_carry_fails_that_sample_only_and_is_never_sent(server):
+    # Through the backend and the retry layer only: the client's cache key of such text is the client's matter.
+    from lm_eval_mathjudge.errors import UnsendableRequest
+    from lm_eval_mathjudge.retry import call_with_retries
+
+    broken = EXACT_MATCH.request(DOC, "The answer is \udc80 \\boxed{18}")  # a lone surrogate
+    backend = OpenAIChatBackend(settings(server))
+    try:
+        with pytest.raises(UnsendableRequest) as caught:
+            call_with_retries(lambda: backend.complete(broken), RetryPolicy(max_retries=5, base_delay=0.01))
+        assert backend.complete(request(18)).text.endswith("Final Verdict: Correct")
+    finally:
+        backend.close()
+    assert caught.value.kind == "invalid_text" and "'\\udc80'" in str(caught.value)
+    assert server.call_count == 1  # only the good request went out; the broken one was never sent nor retried
+
+
+def test_a_request_that_cannot_be_built_is_that_samples_failure(server):
+    from lm_eval_mathjudge.errors import UnsendableRequest
+    from lm_eval_mathjudge.retry import call_with_retries
+    from lm_eval_mathjudge.types import JudgeRequest, Media
+
+    lost = Media(source="data URL", mime_type="image/png", sha256="0" * 64, size=10)  # neither bytes nor path
+    backend = OpenAIChatBackend(settings(server))
+    try:
+        with pytest.raises(UnsendableRequest) as caught:
+            call_with_retries(lambda: backend.complete(JudgeRequest(prompt="Grade this.", media=(lost,))),
+                              RetryPolicy(max_retries=5, base_delay=0.01))
+    finally:
+        backend.close()
+    assert caught.value.kind == "bad_request" and "cannot build the judge request: TypeError" in str(caught.value)
+    assert server.call_count == 0
+
+
+# --------------------------------------------------------------------------- reasoning judges
+
+@pytest.mark.parametrize("model, reasoning", [
+    ("o1", True), ("o1-mini", True), ("o3", True), ("o3-mini-2025-01-31", True), ("o4-mini", True),
+    ("gpt-5", True), ("gpt-5-mini", True), ("gpt-5.1", True), ("openai/o3", True),
+    ("gpt-5-chat-latest", False), ("gpt-4-turbo-2024-04-09", False), ("gpt-4o", False),
+    ("omni-judge", False), ("Qwen/Qwen2.5-72B-Instruct", False), ("llama-o1", False),
+])
+def test_is_reasoning_model(model, reasoning):
+    from lm_eval_mathjudge.backends.openai_chat import is_reasoning_model
+
+    assert is_reasoning_model(model) is reasoning
+
+
+@pytest.mark.parametrize("effort", [None, "low"])
+def test_reasoning_judge_gets_max_completion_tokens_and_no_temperature(server, effort):
+    server.responder = lambda body: {"content": judge_like_gpt4(body),
+                                     "usage": {"completion_tokens_details": {"reasoning_tokens": 320}}}
+    client, [outcome], _ = judge(server, [request(18)], model="o3-mini", max_tokens=4096, reasoning_effort=effort)
+    assert outcome.verdict.correct is True
+    body = server.requests[0].body
+    assert body["max_completion_tokens"] == 4096
+    assert "max_tokens" not in body and "temperature" not in body
+    assert body.get("reasoning_effort") == effort
+    assert outcome.usage["reasoning_tokens"] == 320
+    assert client.identity.get("reasoning_effort") == effort
+
+
+def test_chat_judge_keeps_max_tokens_and_temperature(server):
+    judge(server, [request(18)], model="gpt-4o", reasoning_effort="low")
+    body = server.requests[0].body
+    assert (body["max_tokens"], body["temperature"]) == (1024, 0)
+    assert "max_completion_tokens" not in body and "reasoning_effort" not in body
+
+
+# --------------------------------------------------------------------------------- preflight
+
+def preflight(server_or_url, **overrides):
+    url = server_or_url if isinstance(server_or_url, str) else server_or_url.url
+    backend = OpenAIChatBackend(JudgeSettings(**{"backend": "openai", "model": MODEL, "base_url": url,
+                                                 "max_retries": 3, "timeout": 10.0, **overrides}))
+    try:
+        backend.preflight()
+    finally:
+        backend.close()
+
+
+def model_gets(server) -> list[str]:
+    return [r.path for r in server.requests if r.method == "GET"]
+
+
+def test_preflight_looks_the_model_up_once_and_sends_no_completion(server):
+    server.models = [MODEL]
+    preflight(server)
+    assert model_gets(server) == [f"/v1/models/{MODEL}"] and server.call_count == 0
+
+
+@pytest.mark.parametrize("status, model, hint", [
+    pytest.param(401, MODEL, "check the API key variable", id="bad-key"),
+    pytest.param(403, MODEL, "lack access", id="no-access"),
+    pytest.param(None, "gpt-4-turbo-2024-04-9", "check the judge model name", id="unknown-model"),
+])
+def test_preflight_failure_names_the_endpoint_and_what_to_check(server, status, model, hint):
+    server.models, server.models_status = [MODEL], status
+    with pytest.raises(FatalJudgeError) as caught:
+        preflight(server, model=model)
+    message = str(caught.value)
+    assert message.startswith(f"preflight: the openai judge at {server.url}") and hint in message
+    assert "judge_preflight=false" in message and CANARY not in message
+    assert len(model_gets(server)) == 1  # a fatal answer is not retried
+
+
+def test_preflight_on_a_server_with_only_the_model_list(server):
+    server.models, server.model_routes = ["Qwen/Qwen2.5-72B-Instruct", MODEL], "list"  # like vLLM
+    preflight(server)
+    assert model_gets(server) == [f"/v1/models/{MODEL}", "/v1/models"]
+    with pytest.raises(FatalJudgeError, match=r"does not serve model 'gpt-4o'; it lists Qwen/Qwen2.5-72B-Instruct"):
+        preflight(server, model="gpt-4o")
+
+
+def test_preflight_on_a_server_without_model_routes_warns_and_goes_on(server, caplog):
+    server.model_routes = "none"  # a proxy that only forwards chat completions
+    preflight(server)
+    assert model_gets(server) == [f"/v1/models/{MODEL}", "/v1/models"]
+    assert any("has no models route" in r.getMessage() and server.url in r.getMessage() for r in caplog.records)
+
+
+def test_preflight_of_an_unreachable_endpoint_is_bounded_and_names_it():
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    t0 = time.monotonic()
+    with pytest.raises(FatalJudgeError) as caught:
+        preflight(url, max_retries=1)
+    assert time.monotonic() - t0 < 5  # one retry with a 1 s backoff at most, not 30 retries
+    assert f"cannot reach the judge at {url}" in str(caught.value)
+
+
+def test_preflight_on_azure_checks_endpoint_and_key_with_the_model_list(server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-canary-key-123456")
+    monkeypatch.setenv("OPENAI_API_VERSION", "2024-10-21")
+    preflight(server.origin, backend="azure", model="my-gpt4-deployment")
+    [get] = [r for r in server.requests if r.method == "GET"]
+    assert get.path == "/openai/models?api-version=2024-10-21" and get.headers["api-key"] == "azure-canary-key-123456"
+    server.models_status = 401
+    with pytest.raises(FatalJudgeError, match=r"preflight: the azure judge at .*HTTP 401"):
+        preflight(server.origin, backend="azure", model="my-gpt4-deployment")

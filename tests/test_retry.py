@@ -221,3 +221,41 @@ def test_fatal_after_transient_stops_at_once():
         call_with_retries(fn, RetryPolicy(max_retries=5), sleep=sleeps)
     assert fn.calls == 2
     assert sleeps == [0.0]
+
+
+# ------------------------------------------------------------ waits longer than the cap
+
+LONG_WAITS = [
+    # retry_after, max_delay, stops at once, wait named in the message
+    pytest.param(3600.0, 60.0, True, "60 min", id="an-hour"),
+    pytest.param(86400.0, 60.0, True, "24.0 h", id="tomorrow"),
+    pytest.param(float("inf"), 60.0, True, "forever", id="infinite"),
+    pytest.param(61.0, 60.0, True, "61s", id="just-over-the-cap"),
+    pytest.param(60.0, 60.0, False, None, id="at-the-cap-waits"),
+    pytest.param(5.0, 60.0, False, None, id="short-waits"),
+]
+
+
+@pytest.mark.parametrize("retry_after, max_delay, stops, named", LONG_WAITS)
+def test_a_retry_after_beyond_the_cap_is_not_retried_blindly(retry_after, max_delay, stops, named):
+    error = transient(retry_after=retry_after)
+    fn, sleeps = Script([error]), Sleeps()
+    policy = RetryPolicy(max_retries=6, max_delay=max_delay)
+    if not stops:
+        call_with_retries(fn, policy, sleep=sleeps)
+        assert sleeps == [retry_after] and fn.calls == 2
+        return
+    with pytest.raises(TransientJudgeError) as caught:
+        call_with_retries(fn, policy, sleep=sleeps)
+    assert fn.calls == 1 and sleeps == []  # no sleep at all, no second call
+    failure = caught.value
+    assert failure.kind == "retry_after_too_long" and failure.status == 429 and failure.retry_after == retry_after
+    assert f"asked to wait {named} before retrying" in str(failure)
+    assert str(error) in str(failure)  # the server's own words are kept
+
+
+def test_a_long_wait_after_short_ones_stops_there():
+    fn, sleeps = Script([transient(1.0), transient(2.0), transient(7200.0)]), Sleeps()
+    with pytest.raises(TransientJudgeError, match="2.0 h"):
+        call_with_retries(fn, RetryPolicy(max_retries=6), sleep=sleeps)
+    assert sleeps == [1.0, 2.0] and fn.calls == 3

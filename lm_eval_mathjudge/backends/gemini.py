@@ -26,16 +26,20 @@ from google.genai import types
 
 from ..cache import Reply
 from ..config import JudgeSettings
-from ..errors import FatalJudgeError, JudgeRefusal, MediaError, TransientJudgeError
+from ..errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError
 from ..redact import public_url, redact
-from ..retry import parse_retry_after, transient_status
+from ..retry import RetryPolicy, call_with_retries
 from ..types import JudgeRequest, Media
+from ._http import building_request, check_text, status_error
 
 log = logging.getLogger(__name__)
 
 INLINE_MAX_BYTES = 14 * 1000 * 1000  # base64 makes this ~18.7 MB, under the ~20 MB request limit
 FILE_POLL_SECONDS = 2.0  # wait between File API state checks
-FILE_ACTIVE_TIMEOUT = 600.0  # give up on a file still PROCESSING after this long (transient)
+FILE_ACTIVE_TIMEOUT = 600.0  # give up on a file still PROCESSING after max(this, judge timeout): the sample fails
+PREFLIGHT_TIMEOUT = 30.0  # seconds per preflight attempt (at most the judge timeout)
+PREFLIGHT_RETRIES = 2  # transient preflight failures retried (at most judge max_retries)
+KEYS = "GEMINI_API_KEY / GOOGLE_API_KEY, or the Vertex AI credentials and project"
 DEFAULT_ENDPOINT = "https://generativelanguage.googleapis.com"
 
 _OK_FINISH = {"STOP", "FINISH_REASON_UNSPECIFIED"}
@@ -98,40 +102,110 @@ class GeminiBackend:
 
     def identity(self) -> dict[str, Any]:
         s = self._settings
-        return {"backend": "gemini", "model": s.model, "endpoint": self._endpoint,
-                "temperature": s.temperature, "max_tokens": s.max_tokens}
+        identity = {"backend": "gemini", "model": s.model, "endpoint": self._endpoint,
+                    "temperature": s.temperature, "max_tokens": s.max_tokens}
+        if s.thinking_budget is not None:  # only when set, so the cache keys of other runs stay as they were
+            identity["thinking_budget"] = s.thinking_budget
+        return identity
 
     def complete(self, request: JudgeRequest) -> Reply:
         s = self._settings
         uploaded: list[str] = []
         try:
-            parts = [types.Part.from_text(text=request.prompt)]
-            if request.output_text is not None:
-                parts.append(types.Part.from_text(text=request.output_text))
-            parts += [self._media_part(m, uploaded) for m in request.media]
-            response = self._client.models.generate_content(
-                model=s.model, contents=[types.Content(role="user", parts=parts)],
-                config=types.GenerateContentConfig(temperature=s.temperature, max_output_tokens=s.max_tokens))
+            contents = self._contents(self._text_parts(request)
+                                      + [self._media_part(m, uploaded) for m in request.media])
+            response = self._client.models.generate_content(model=s.model, contents=contents, config=self._config())
         except genai_errors.APIError as exc:
-            raise _status_error(exc) from None
-        except _TIMEOUTS:
-            raise TransientJudgeError(f"judge request timed out after {s.timeout:g}s", kind="timeout") from None
-        except _BAD_URL as exc:
-            raise FatalJudgeError(redact(f"bad gemini endpoint {self._endpoint}: {exc} "
-                                         "(check judge_base_url / GOOGLE_GEMINI_BASE_URL)"), kind="config") from None
-        except (*_TRANSPORT, auth_errors.TransportError) as exc:
-            raise TransientJudgeError(redact(f"cannot reach the judge: {type(exc).__name__}: {exc}"),
-                                      kind="connection") from None
-        except auth_errors.GoogleAuthError as exc:  # Vertex credentials could not be refreshed
-            raise FatalJudgeError(redact(f"gemini credentials were rejected: {exc} (check the Vertex AI "
-                                         "application default credentials)"), kind="auth") from None
+            raise self._status_error(exc) from None
         except (ValueError, KeyError) as exc:  # a 200 whose body is not JSON / lacks the upload URL
             raise TransientJudgeError(redact(f"malformed judge response: {exc}"[:500]),
                                       kind="bad_response") from None
+        except Exception as exc:  # noqa: BLE001 - transport errors, mapped in one place
+            raise self._exchange_error(exc) from None
         finally:
             for name in uploaded:
                 self._delete(name)
         return _reply(response, s)
+
+    def _text_parts(self, request: JudgeRequest) -> list[Any]:
+        """The text of the request; a failure here is this sample's, never a judge outage."""
+        check_text(request)
+        texts = [request.prompt] + ([request.output_text] if request.output_text is not None else [])
+        with building_request():
+            return [types.Part.from_text(text=t) for t in texts]
+
+    @staticmethod
+    def _contents(parts: list[Any]) -> list[Any]:
+        with building_request():
+            return [types.Content(role="user", parts=parts)]
+
+    def _config(self) -> Any:
+        s = self._settings
+        with building_request():
+            thinking = None if s.thinking_budget is None else types.ThinkingConfig(thinking_budget=s.thinking_budget)
+            return types.GenerateContentConfig(temperature=s.temperature, max_output_tokens=s.max_tokens,
+                                               thinking_config=thinking)
+
+    def _exchange_error(self, exc: Exception) -> Exception:
+        """Timeouts and transport errors of either httpx flavour, and Vertex credential errors."""
+        if isinstance(exc, _TIMEOUTS):
+            return TransientJudgeError(f"judge request to {self._endpoint} timed out after "
+                                       f"{self._settings.timeout:g}s", kind="timeout")
+        if isinstance(exc, _BAD_URL):
+            return FatalJudgeError(redact(f"bad gemini endpoint {self._endpoint}: {exc} "
+                                          "(check judge_base_url / GOOGLE_GEMINI_BASE_URL)"), kind="config")
+        if isinstance(exc, (*_TRANSPORT, auth_errors.TransportError)):
+            return TransientJudgeError(redact(f"cannot reach the judge at {self._endpoint}: "
+                                              f"{type(exc).__name__}: {exc}"), kind="connection")
+        if isinstance(exc, auth_errors.GoogleAuthError):  # Vertex credentials could not be refreshed
+            return FatalJudgeError(redact(f"gemini credentials were rejected: {exc} (check the Vertex AI "
+                                          "application default credentials)"), kind="auth")
+        return exc  # not ours to classify (JudgeRefusal, MediaError, a bug): unchanged
+
+    def _status_error(self, exc: genai_errors.APIError) -> Exception:
+        code = exc.code if isinstance(exc.code, int) else 0
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        return status_error(code, str(exc.message or exc.details or ""), keys=KEYS, endpoint=self._endpoint,
+                            headers=headers, status_name=exc.status or None, code=exc.status,
+                            retry_after=_retry_info(exc))
+
+    # -- preflight --------------------------------------------------------------------
+    def preflight(self) -> None:
+        """One free call before generation: GET models/{model} checks endpoint, key and model.
+
+        A 404 that is not Google's NOT_FOUND for this model (a proxy without
+        the route), or a 405, is let through with a warning.
+        """
+        s = self._settings
+        timeout = min(s.timeout, PREFLIGHT_TIMEOUT)
+        config = types.GetModelConfig(http_options=types.HttpOptions(
+            timeout=max(1, int(timeout * 1000)), retry_options=types.HttpRetryOptions(attempts=1)))
+        policy = RetryPolicy(max_retries=min(s.max_retries, PREFLIGHT_RETRIES))
+        try:
+            call_with_retries(lambda: self._lookup(config), policy)
+        except _NoRoute:
+            log.warning("the gemini judge endpoint %s has no models route; preflight could not check the "
+                        "model %s (the first judge call will)", self._endpoint, s.model)
+        except JudgeCallError as exc:
+            raise FatalJudgeError(
+                f"preflight: the gemini judge at {self._endpoint} (model {s.model}) did not answer the model "
+                f"lookup: {exc}. Check judge_base_url / GOOGLE_GEMINI_BASE_URL, the key and judge_model; "
+                "judge_preflight=false skips this check", kind="preflight", status=exc.status) from None
+
+    def _lookup(self, config: Any) -> None:
+        try:
+            self._client.models.get(model=self._settings.model, config=config)
+        except genai_errors.APIError as exc:
+            text = str(exc.message or exc.details or "")
+            model_unknown = exc.status == "NOT_FOUND" or self._settings.model in text
+            if exc.code == 405 or (exc.code == 404 and not model_unknown):
+                raise _NoRoute() from None
+            raise self._status_error(exc) from None
+        except (ValueError, KeyError) as exc:  # a 200 that is not a Model: something answers, not Gemini
+            raise TransientJudgeError(redact(f"malformed model lookup response: {exc}"[:500]),
+                                      kind="bad_response") from None
+        except Exception as exc:  # noqa: BLE001 - mapped in one place
+            raise self._exchange_error(exc) from None
 
     # -- media ----------------------------------------------------------------------
     def _media_part(self, media: Media, uploaded: list[str]) -> Any:
@@ -140,6 +214,8 @@ class GeminiBackend:
                 return types.Part.from_bytes(data=media.read(), mime_type=media.mime_type)
             except OSError as exc:
                 raise MediaError(f"{media.source}: cannot read the media file: {exc}") from None
+            except (ValueError, TypeError) as exc:  # pydantic validation: never sent, never retried
+                raise MediaError(f"{media.source}: cannot attach it ({media.mime_type}): {exc}"[:500]) from None
         if self._vertex:
             raise MediaError(f"{media.source}: {media.size} bytes is over the {INLINE_MAX_BYTES}-byte inline "
                              "limit, and Vertex AI has no File API; use the Gemini Developer API "
@@ -158,7 +234,8 @@ class GeminiBackend:
         except OSError as exc:
             raise MediaError(f"{media.source}: cannot read the media file: {exc}") from None
         uploaded.append(file.name)
-        deadline = time.monotonic() + FILE_ACTIVE_TIMEOUT
+        wait = max(FILE_ACTIVE_TIMEOUT, self._settings.timeout)
+        deadline = time.monotonic() + wait
         while True:
             state = _name(file.state)
             if state == "ACTIVE":
@@ -167,9 +244,12 @@ class GeminiBackend:
                 detail = getattr(getattr(file, "error", None), "message", None) or "no detail given"
                 raise JudgeRefusal(redact(f"{media.source}: Gemini could not process the uploaded "
                                           f"{media.mime_type} file ({detail})"), kind="file_failed")
-            if time.monotonic() >= deadline:
-                raise TransientJudgeError(f"{media.source}: uploaded file still {state or 'PROCESSING'} after "
-                                          f"{FILE_ACTIVE_TIMEOUT:g}s", kind="file_processing")
+            if time.monotonic() >= deadline:  # not uploaded again: a retry would wait just as long
+                raise JudgeRefusal(
+                    f"{media.source}: Gemini was still {state or 'PROCESSING'} the uploaded {media.mime_type} "
+                    f"file after {wait:g}s; it is not uploaded again and this sample counts as a judge failure. "
+                    f"Long videos can need longer: raise judge_timeout above {wait:g} (the File API wait is the "
+                    f"larger of {FILE_ACTIVE_TIMEOUT:g}s and judge_timeout) and rerun", kind="media_timeout")
             time.sleep(FILE_POLL_SECONDS)
             file = self._client.files.get(name=file.name)
 
@@ -183,6 +263,10 @@ class GeminiBackend:
         close = getattr(self._client, "close", None)
         if callable(close):
             close()
+
+
+class _NoRoute(Exception):
+    """The server has no such route (not: no such model)."""
 
 
 # -- replies --------------------------------------------------------------------------
@@ -231,35 +315,8 @@ def _usage(meta: Any) -> dict[str, int]:
 
 # -- errors ---------------------------------------------------------------------------
 
-def _status_error(exc: genai_errors.APIError) -> Exception:
-    code = exc.code if isinstance(exc.code, int) else 0
-    text = str(exc.message or exc.details or "")[:500]
-    message = redact(f"judge returned HTTP {code} {exc.status or ''}".rstrip() + f": {text}")
-    if transient_status(code) or code < 400:  # < 400: an odd code the SDK still raised
-        kind = "rate_limited" if code == 429 else f"http_{code}"
-        return TransientJudgeError(message, kind=kind, status=code or None, retry_after=_retry_after(exc))
-    kind = f"http_{code}"
-    if code in (401, 403):
-        hint = "check GEMINI_API_KEY / GOOGLE_API_KEY, or the Vertex AI credentials and project"
-    elif code == 404:
-        hint = "check the judge model name (judge_model) and base URL"
-    elif "api key" in text.lower() or "API_KEY" in text:  # Gemini answers a bad key with a 400
-        hint, kind = "check GEMINI_API_KEY / GOOGLE_API_KEY", "auth"
-    else:
-        hint = "the request was rejected"
-    return FatalJudgeError(f"{message} ({hint}; not retried)", kind=kind, status=code)
-
-
-def _retry_after(exc: genai_errors.APIError) -> float | None:
-    """Retry-After header if the SDK kept the response, else google.rpc.RetryInfo.retryDelay."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if headers is not None:
-        try:
-            value = parse_retry_after(headers.get("retry-after"))
-        except Exception:  # noqa: BLE001 - odd header containers
-            value = None
-        if value is not None:
-            return value
+def _retry_info(exc: genai_errors.APIError) -> float | None:
+    """google.rpc.RetryInfo.retryDelay from the error body (a Retry-After header wins over it)."""
     error = exc.details.get("error", exc.details) if isinstance(exc.details, dict) else None
     items = error.get("details") if isinstance(error, dict) else None
     for item in items if isinstance(items, list) else []:

@@ -3,21 +3,49 @@
 The official SDK reads its own variables (OPENAI_API_KEY, OPENAI_BASE_URL;
 AZURE_OPENAI_* and OPENAI_API_VERSION for Azure). Its internal retries are
 off: ``retry.py`` is the only retry layer.
+
+Reasoning judges (o-series, GPT-5) take ``max_completion_tokens`` instead of
+``max_tokens`` and only their default temperature, so neither ``max_tokens``
+nor ``temperature`` is sent to them; ``reasoning_effort`` is, when set.
+
+A call has three phases with different failure meanings: building the request
+(our bug or bad input: this sample fails, never retried), the exchange (HTTP
+errors via ``_http.status_error``, timeouts, connection errors) and reading the
+answer (a malformed body: ``bad_response``, retried).
 """
 
 from __future__ import annotations
 
 import base64
+import logging
+import re
 from typing import Any
 
 import openai
 
 from ..cache import Reply
 from ..config import JudgeSettings
-from ..errors import FatalJudgeError, JudgeRefusal, MediaError, TransientJudgeError
+from ..errors import (FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError,
+                      UnsendableRequest)
 from ..redact import public_url, redact
-from ..retry import parse_retry_after, transient_status
+from ..retry import RetryPolicy, call_with_retries
 from ..types import JudgeRequest, Media
+from ._http import building_request, check_text, status_error
+
+log = logging.getLogger(__name__)
+
+KEYS = "the API key variable (OPENAI_API_KEY; AZURE_OPENAI_API_KEY for azure)"
+PREFLIGHT_TIMEOUT = 30.0  # seconds per preflight attempt (at most the judge timeout)
+PREFLIGHT_RETRIES = 2  # transient preflight failures retried (at most judge max_retries)
+
+# TODO moves to config.is_reasoning_model
+_REASONING = re.compile(r"^(o\d+(-.*)?|gpt-5(?!.*-chat).*)$")
+
+
+def is_reasoning_model(model: str) -> bool:
+    """OpenAI reasoning families: o1, o3, o4-mini, ..., gpt-5*, but not gpt-5-chat (a chat model)."""
+    return bool(_REASONING.match(model.strip().lower().rsplit("/", 1)[-1]))
+
 
 def create(settings: JudgeSettings, judge: str) -> "OpenAIChatBackend":
     return OpenAIChatBackend(settings)
@@ -33,30 +61,138 @@ class OpenAIChatBackend:
             self._client = openai.AzureOpenAI(**kwargs) if settings.backend == "azure" else openai.OpenAI(**kwargs)
         except openai.OpenAIError as exc:  # e.g. missing key or endpoint
             raise FatalJudgeError(redact(f"cannot build the {settings.backend} client: {exc}"), kind="config") from None
+        self._endpoint = public_url(str(self._client.base_url))
 
     def identity(self) -> dict[str, Any]:
         s = self._settings
-        return {"backend": s.backend, "model": s.model, "endpoint": public_url(str(self._client.base_url)),
-                "temperature": s.temperature, "max_tokens": s.max_tokens}
+        identity = {"backend": s.backend, "model": s.model, "endpoint": self._endpoint,
+                    "temperature": s.temperature, "max_tokens": s.max_tokens}
+        if s.reasoning_effort:  # only when set, so the cache keys of other runs stay as they were
+            identity["reasoning_effort"] = s.reasoning_effort
+        return identity
 
     def complete(self, request: JudgeRequest) -> Reply:
+        params = self._params(request)
+        try:
+            raw = self._client.chat.completions.with_raw_response.create(**params)
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc) from None
+        except openai.APIError as exc:
+            raise self._exchange_error(exc) from None
+        except (ValueError, TypeError) as exc:  # the SDK could not encode our request: nothing was sent
+            raise UnsendableRequest(redact(f"cannot encode the judge request: {type(exc).__name__}: {exc}"[:500])) \
+                from None
+        try:
+            response = raw.parse()
+        except (openai.APIError, ValueError) as exc:  # a 200 whose body is not a completion (bad JSON)
+            raise TransientJudgeError(redact(f"malformed judge response: {exc}"[:500]), kind="bad_response") from None
+        return _reply(response)
+
+    def _params(self, request: JudgeRequest) -> dict[str, Any]:
+        """The request body; a failure here is this sample's, never a judge outage."""
+        s = self._settings
+        check_text(request)
+        with building_request():
+            params: dict[str, Any] = {"model": s.model, "messages": [{"role": "user", "content": _content(request)}]}
+        if is_reasoning_model(s.model):
+            params["max_completion_tokens"] = s.max_tokens
+            if s.reasoning_effort:
+                params["reasoning_effort"] = s.reasoning_effort
+        else:
+            params.update(temperature=s.temperature, max_tokens=s.max_tokens)
+        return params
+
+    def preflight(self) -> None:
+        """One free call before generation: does the endpoint answer, accept the key and know the model?
+
+        OpenAI and compatible servers: GET /models/{model}. A server without that
+        route (404 that is not about the model, or 405) is checked with the model
+        list instead; a server with neither is let through with a warning.
+        Azure: GET /openai/models checks endpoint, key and API version; deployment
+        names are not listed there, so the deployment is first checked by the
+        first judge call.
+        """
+        s = self._settings
+        timeout = min(s.timeout, PREFLIGHT_TIMEOUT)
+        policy = RetryPolicy(max_retries=min(s.max_retries, PREFLIGHT_RETRIES))
+        try:
+            if s.backend == "azure":
+                call_with_retries(lambda: self._lookup(lambda: self._client.models.list(timeout=timeout)), policy)
+                log.info("azure judge at %s answers; deployment %s is checked by the first call", self._endpoint,
+                         s.model)
+                return
+            try:
+                call_with_retries(lambda: self._lookup(lambda: self._client.models.retrieve(s.model, timeout=timeout)),
+                                  policy)
+            except _NoRoute:
+                self._preflight_list(timeout, policy)
+        except JudgeCallError as exc:
+            raise self._preflight_failure(exc) from None
+
+    def _preflight_list(self, timeout: float, policy: RetryPolicy) -> None:
         s = self._settings
         try:
-            response = self._client.chat.completions.create(
-                model=s.model, messages=[{"role": "user", "content": _content(request)}],
-                temperature=s.temperature, max_tokens=s.max_tokens)
+            page = call_with_retries(lambda: self._lookup(lambda: self._client.models.list(timeout=timeout)), policy)
+        except _NoRoute:
+            log.warning("the judge endpoint %s has no models route; preflight could not check the model %s "
+                        "(the first judge call will)", self._endpoint, s.model)
+            return
+        served = [m.id for m in getattr(page, "data", None) or []]
+        if served and s.model not in served:
+            raise FatalJudgeError(
+                f"preflight: the judge endpoint {self._endpoint} does not serve model {s.model!r}; it lists "
+                f"{', '.join(served[:10])}{' ...' if len(served) > 10 else ''}. Check judge_model, or set "
+                "judge_preflight=false if this server accepts models it does not list", kind="preflight")
+
+    def _lookup(self, call):
+        """One preflight request, its errors mapped like a judge call's; a missing route is _NoRoute."""
+        try:
+            return call()
         except openai.APIStatusError as exc:
-            raise _status_error(exc) from None
-        except openai.APITimeoutError:
-            raise TransientJudgeError(f"judge request timed out after {s.timeout:g}s", kind="timeout") from None
-        except openai.APIConnectionError as exc:
-            raise TransientJudgeError(redact(f"cannot reach the judge: {exc}"), kind="connection") from None
-        except (openai.APIError, ValueError) as exc:  # a 200 whose body is not a completion (bad JSON)
-            raise TransientJudgeError(redact(f"malformed judge response: {exc}"), kind="bad_response") from None
-        return _reply(response)
+            if exc.status_code == 405 or (exc.status_code == 404 and not _about_model(exc, self._settings.model)):
+                raise _NoRoute() from None
+            raise self._status_error(exc) from None
+        except openai.APIError as exc:
+            raise self._exchange_error(exc) from None
+
+    def _preflight_failure(self, exc: JudgeCallError) -> FatalJudgeError:
+        if isinstance(exc, FatalJudgeError) and exc.kind == "preflight":
+            return exc
+        return FatalJudgeError(
+            f"preflight: the {self._settings.backend} judge at {self._endpoint} (model {self._settings.model}) "
+            f"did not answer the model lookup: {exc}. Check judge_base_url / OPENAI_BASE_URL, the key and "
+            "judge_model; judge_preflight=false skips this check", kind="preflight", status=exc.status)
+
+    def _status_error(self, exc: openai.APIStatusError) -> JudgeCallError:
+        return status_error(exc.status_code, _server_message(exc), keys=KEYS, endpoint=self._endpoint,
+                            headers=exc.response.headers, code=getattr(exc, "code", None))
+
+    def _exchange_error(self, exc: openai.APIError) -> JudgeCallError:
+        if isinstance(exc, openai.APITimeoutError):
+            return TransientJudgeError(f"judge request to {self._endpoint} timed out after "
+                                       f"{self._settings.timeout:g}s", kind="timeout")
+        if isinstance(exc, openai.APIConnectionError):
+            return TransientJudgeError(redact(f"cannot reach the judge at {self._endpoint}: {exc}"),
+                                       kind="connection")
+        return TransientJudgeError(redact(f"malformed judge response: {exc}"[:500]), kind="bad_response")
 
     def close(self) -> None:
         self._client.close()
+
+
+class _NoRoute(Exception):
+    """The server has no such route (not: no such model)."""
+
+
+def _about_model(exc: openai.APIStatusError, model: str) -> bool:
+    """A 404 that says the model is unknown, not that the route is.
+
+    OpenAI sends code model_not_found; other servers name the model ("model
+    \"llama3\" not found"). A 404 that only echoes the path (".../models/llama3")
+    or says "Not Found" is about the route.
+    """
+    message = _server_message(exc)
+    return str(getattr(exc, "code", "") or "") == "model_not_found" or (model in message and "/models/" not in message)
 
 
 def _reply(response: Any) -> Reply:
@@ -71,40 +207,18 @@ def _reply(response: Any) -> Reply:
     if finish == "content_filter":
         raise JudgeRefusal("the provider's content filter withheld the judge's reply", kind="content_filter")
     usage = getattr(response, "usage", None)
-    counts = {k: v for k, v in (usage.model_dump() if usage else {}).items() if isinstance(v, int)}
+    counts = _usage(usage.model_dump() if usage else {})
     return Reply(text=choices[0].message.content or "", usage=counts, finish_reason=choices[0].finish_reason)
 
 
-def _status_error(exc: openai.APIStatusError) -> Exception:
-    status = exc.status_code
-    message = redact(f"judge returned HTTP {status}: {_server_message(exc)}")
-    if transient_status(status):
-        headers = exc.response.headers
-        retry_after = parse_retry_after(headers.get("retry-after"))
-        if retry_after is None and headers.get("retry-after-ms"):
-            retry_after = (parse_retry_after(headers.get("retry-after-ms")) or 0) / 1000
-        kind = "rate_limited" if status == 429 else f"http_{status}"
-        return TransientJudgeError(message, kind=kind, status=status, retry_after=retry_after)
-    refusal = _per_request_refusal(exc, message)
-    if refusal is not None:
-        return refusal
-    hint = {401: "check the API key variable", 403: "the key may lack access to this model",
-            404: "check the judge model name and base URL"}.get(status, "the request was rejected")
-    return FatalJudgeError(f"{message} ({hint}; not retried)", kind=f"http_{status}", status=status)
-
-
-def _per_request_refusal(exc: openai.APIStatusError, message: str) -> JudgeRefusal | None:
-    """400s about this one request (too long, filtered): the sample fails, the run goes on."""
-    if exc.status_code != 400:
-        return None
-    code = str(getattr(exc, "code", "") or "").lower()
-    text = message.lower()
-    if code == "content_filter" or "content management policy" in text or "content_filter" in text:
-        return JudgeRefusal(f"{message} (the provider's content filter)", kind="content_filter")
-    if code == "context_length_exceeded" or "context length" in text or "maximum context" in text:
-        return JudgeRefusal(f"{message} (the response is too long for the judge's context window)",
-                            kind="context_length")
-    return None
+def _usage(raw: dict[str, Any]) -> dict[str, int]:
+    """Top-level token counts, plus the reasoning tokens o-series and GPT-5 report in the details."""
+    counts = {k: v for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
+    details = raw.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if isinstance(reasoning, int) and not isinstance(reasoning, bool):
+        counts["reasoning_tokens"] = reasoning
+    return counts
 
 
 def _server_message(exc: openai.APIStatusError) -> str:
@@ -114,7 +228,6 @@ def _server_message(exc: openai.APIStatusError) -> str:
         if isinstance(body, dict):
             return str(body.get("message") or body)[:500]
     return str(body or exc.message)[:500]
-
 
 
 def _content(request: JudgeRequest) -> Any:

@@ -26,6 +26,7 @@ from ._base import LoopbackServer, Reply, Responder, count_words
 
 _GENERATE = re.compile(r"^/v1\w*/models/(?P<model>[^/:]+):generateContent$")
 _UPLOAD = re.compile(r"^/upload/(?P<version>v1\w*)/files$")
+_MODEL = re.compile(r"^/v1\w*/models/(?P<model>[^/:]+)$")
 _FILE = re.compile(r"^/(?P<version>v1\w*)/(?P<name>files/[^/]+)$")
 
 _STATUS_NAMES = {
@@ -102,6 +103,11 @@ class GeminiServer(LoopbackServer):
     `block_reason` (promptFeedback, no candidates), `no_candidates`, `usage`
     (merged into usageMetadata), `status`, `headers`, `raw_body`.
     Faults from `inject()` apply to generateContent calls only.
+
+    `GET /v1*/models/{model}` (the preflight's model lookup) answers a Model
+    resource for names in `models`, else 404 NOT_FOUND like the real API;
+    `models_status` makes it answer that error status instead (400 "API key
+    not valid" for a bad key, as Gemini does).
     """
 
     def __init__(
@@ -111,6 +117,8 @@ class GeminiServer(LoopbackServer):
         processing_polls: int = 1,
     ) -> None:
         self.processing_polls = processing_polls
+        self.models = ["gemini-2.5-pro", "gemini-2.5-flash"]
+        self.models_status: int | None = None
         self._ids = itertools.count(1)
         super().__init__(responder, latency)
 
@@ -162,6 +170,8 @@ class GeminiServer(LoopbackServer):
             return self._fault_reply() or self._generate(m["model"], raw)
         if method == "POST" and (m := _UPLOAD.match(parts.path)):
             return self._upload(m["version"], parse_qs(parts.query), headers, raw)
+        if method == "GET" and (m := _MODEL.match(parts.path)):
+            return self._get_model(m["model"])
         if m := _FILE.match(parts.path):
             if method == "GET":
                 return self._get_file(m["version"], m["name"])
@@ -216,6 +226,20 @@ class GeminiServer(LoopbackServer):
         usage["totalTokenCount"] = prompt + answer + thoughts
         usage.update(spec.get("usage") or {})
         return usage
+
+    # -- models -------------------------------------------------------------------
+    def _get_model(self, model: str) -> Reply:
+        if self.models_status is not None:
+            message = "API key not valid. Please pass a valid API key." if self.models_status == 400 else None
+            return self._error(self.models_status, message or f"loopback error {self.models_status}")
+        if model not in self.models:
+            return self._error(404, f"models/{model} is not found for API version v1, or is not supported "
+                                    "for getModel. Call ListModels to see the list of available models.")
+        return Reply(200, {
+            "name": f"models/{model}", "baseModelId": model, "version": "2.5", "displayName": model,
+            "inputTokenLimit": 1048576, "outputTokenLimit": 65536,
+            "supportedGenerationMethods": ["generateContent", "countTokens"], "thinking": True,
+        })
 
     # -- File API -----------------------------------------------------------------
     def _upload(self, version: str, query: dict, headers: dict[str, str], raw: bytes) -> Reply:

@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 from ._base import LoopbackServer, Reply, Responder, count_words
 
 _CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
-_MODELS_PATHS = ("/v1/models", "/models")
+_MODELS_PATHS = ("/v1/models", "/models", "/openai/models")  # the last: Azure OpenAI's model list
+_MODEL_PATH = re.compile(r"^(/v1)?/models/(?P<id>[^/]+)$")
 
 # (type, code) pairs mirroring what api.openai.com sends for each status.
 _ERROR_KINDS: dict[int, tuple[str, str | None]] = {
@@ -46,6 +47,12 @@ class ChatCompletionsServer(LoopbackServer):
     keys `content` (omitted -> null, as for filtered replies), `finish_reason`, `usage` (merged into the usage
     object), `status`, `headers`, `raw_body` (sent verbatim).
     Faults from `inject()` apply to chat-completion calls only.
+
+    Model routes (the preflight's): `GET /v1/models` lists `models`; `GET
+    /v1/models/{id}` answers the model or 404 `model_not_found`, like
+    api.openai.com. `models_status` makes both answer that error status
+    instead (401 for a bad key); `model_routes` set to "list" keeps only the
+    list (as vLLM), to "none" drops both (a proxy: 404 Unknown route).
     """
 
     def __init__(
@@ -55,6 +62,8 @@ class ChatCompletionsServer(LoopbackServer):
         models: Sequence[str] = ("loopback-model",),
     ) -> None:
         self.models = list(models)
+        self.models_status: int | None = None
+        self.model_routes = "all"  # "all", "list" or "none"
         self._ids = itertools.count(1)
         super().__init__(responder, latency)
 
@@ -77,8 +86,8 @@ class ChatCompletionsServer(LoopbackServer):
         path = urlsplit(path).path.rstrip("/")
         if method == "POST" and _is_chat(path):
             return self._fault_reply() or self._chat(raw)
-        if method == "GET" and path in _MODELS_PATHS:
-            return Reply(200, self._model_list())
+        if method == "GET" and (path in _MODELS_PATHS or _MODEL_PATH.match(path)):
+            return self._models_route(path)
         return Reply(404, self.error_body(404, f"Unknown route {method} {path}", {}))
 
     def error_body(self, status: int, message: str | None, headers: dict[str, str]) -> dict:
@@ -117,6 +126,19 @@ class ChatCompletionsServer(LoopbackServer):
             "usage": usage,
             "system_fingerprint": None,
         }
+
+    def _models_route(self, path: str) -> Reply:
+        single = _MODEL_PATH.match(path)
+        if self.model_routes == "none" or (single and self.model_routes == "list"):
+            return Reply(404, {"detail": "Not Found"})  # what a FastAPI server (vLLM, proxies) answers
+        if self.models_status is not None:
+            return Reply(self.models_status, self.error_body(self.models_status, None, {}))
+        if not single:
+            return Reply(200, self._model_list())
+        if single["id"] not in self.models:
+            message = f"The model `{single['id']}` does not exist or you do not have access to it."
+            return Reply(404, self.error_body(404, message, {}))
+        return Reply(200, {"id": single["id"], "object": "model", "created": 0, "owned_by": "loopback"})
 
     def _model_list(self) -> dict:
         models = [
