@@ -74,7 +74,10 @@ class VlmVerdict:
     explanation: str
 
 
-_THINK_TAG = re.compile(r"<(/?)(think(?:ing)?)>", re.I)
+_THINK_TAG = re.compile(r"</?think(?:ing)?>", re.I)
+_THINK_OPEN = re.compile(r"<(think(?:ing)?)>", re.I)
+_THINK_CLOSE = {name: re.compile(f"</{name}>", re.I) for name in ("think", "thinking")}
+_THINK_CLOSE_REVERSED = re.compile(r">(?:gni)?kniht/<", re.I)
 _FENCE_INFO = re.compile(r"[\w+.-]*")
 _INDENT_COLUMNS = 4  # markdown: this much indentation is a code block
 _LEAD = "#*_`+-\u2022 \t"  # headings, bullets, emphasis before a label
@@ -91,35 +94,42 @@ _ECHO = re.compile(r"<?(correct|incorrect)\s*(?:or|/|\|)\s*(correct|incorrect)>?
 _FIELD_LABEL = re.compile(
     r"(?:intermediate|final)[ \t_-]*correct|action[ \t_-]*reflection|explanation", re.I)
 _BINARY_FIELDS = ("INTERMEDIATE_CORRECT", "FINAL_CORRECT", "ACTION_REFLECTION")
+# Bounded repeats only: each match attempt does O(1) work, so findall is linear in the line.
+_STATEMENT = re.compile(
+    r"((?:intermediate|final)[ \t_-]{0,3}correct|action[ \t_-]{0,3}reflection)"
+    r"[*_` \t]{0,4}[:\uff1a=][ \t*_`'\"\u201c\u201d\u2018\u2019\[\]()]{0,6}([01])(?!\d|\.\d)", re.I)
 
 
 # ---------------------------------------------------------------- shared rules
 
 def _drop_reasoning(text: str) -> str:
-    """Rule 1, in one left-to-right pass over the tags."""
-    kept_from, open_tag, open_at = 0, None, -1
+    """Rule 1, in one left-to-right pass: each search is a C-level scan from where the last ended."""
     pieces: list[str] = []
-    for tag in _THINK_TAG.finditer(text):
-        closing, name = tag.group(1) == "/", tag.group(2).lower()
-        if open_tag is None and not closing:
-            pieces.append(text[kept_from:tag.start()])
-            open_tag, open_at = name, tag.start()
-        elif open_tag is None:  # orphan close: the open tag was in the prompt template
-            pieces, kept_from = [], tag.end()
-        elif closing and name == open_tag:
-            open_tag, kept_from = None, tag.end()
-    if open_tag is not None:  # unclosed block: a truncated reasoning reply
-        return "".join(pieces)
+    kept_from = 0
+    while (opened := _THINK_OPEN.search(text, kept_from)) is not None:
+        pieces.append(text[kept_from:opened.start()])
+        closed = _THINK_CLOSE[opened.group(1).lower()].search(text, opened.end())
+        if closed is None:  # unclosed block: a truncated reasoning reply
+            return _after_orphan_close("".join(pieces))
+        kept_from = closed.end()
     pieces.append(text[kept_from:])
-    return "".join(pieces)
+    return _after_orphan_close("".join(pieces))
+
+
+def _after_orphan_close(kept: str) -> str:
+    """What follows the last orphan close tag (its open tag was in the prompt template)."""
+    last = _THINK_CLOSE_REVERSED.search(kept[::-1])  # the first match from the end
+    return kept[len(kept) - last.start():] if last else kept
 
 
 def _split_lines(text: str) -> list[str]:
     """Rule 2: lines end at "\\n" only."""
-    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+    return text.replace("\r\n", "\n").split("\n")
 
 
 def _is_fence(line: str) -> bool:
+    if "`" not in line and "~" not in line:
+        return False
     stripped = line.strip()
     return stripped[:3] in ("```", "~~~") and _FENCE_INFO.fullmatch(stripped, 3) is not None
 
@@ -137,8 +147,11 @@ def _reply_lines(text: str) -> list[str]:
 
 def _body(line: str) -> str | None:
     """Rule 3 and the start of rule 4: the line after its markdown lead, None if quoted or indented."""
+    if not line:
+        return line
     rest = line.lstrip(" \t")
-    columns = sum(_INDENT_COLUMNS if c == "\t" else 1 for c in line[:len(line) - len(rest)])
+    indent = len(line) - len(rest)
+    columns = indent + (_INDENT_COLUMNS - 1) * line.count("\t", 0, indent)
     if columns >= _INDENT_COLUMNS or rest.startswith(">"):
         return None
     rest = rest.lstrip(_LEAD)
@@ -206,14 +219,17 @@ def _heading_value(lines: list[str], index: int) -> str:
     return body
 
 
-def _verdict_lines(lines: list[str], bodies: list[str | None]) -> list[tuple[int, bool]]:
-    """Index and value of every verdict line (rules 4 and 5); template echoes are skipped."""
+def _verdict_lines(lines: list[str], bodies: list[str | None]) -> tuple[list[tuple[int, bool]], list[int]]:
+    """Index and value of every verdict line (rules 4 and 5; template echoes are skipped), and
+    the indexes of all lines that start with the label."""
     found: list[tuple[int, bool]] = []
+    labelled: list[int] = []
     echoed = ""
     for index, body in enumerate(bodies):
         label = _labelled(body, _VERDICT_LABEL)
         if label is None:
             continue
+        labelled.append(index)
         kind, value, _ = label
         if kind == "other":
             raise UnparseableReply(f"unreadable 'Final Verdict' line {_short(lines[index])!r} "
@@ -232,7 +248,7 @@ def _verdict_lines(lines: list[str], bodies: list[str | None]) -> list[tuple[int
     if len({verdict for _, verdict in found}) > 1:
         words = ", then ".join("Correct" if v else "Incorrect" for _, v in found)
         raise UnparseableReply(f"'Final Verdict' lines disagree ({_short(words, 60)})")
-    return found
+    return found, labelled
 
 
 def _check_nothing_after(bodies: list[str | None], last: int) -> None:
@@ -247,11 +263,13 @@ def _clean_analysis(lines: list[str]) -> str:
     return _printable("\n".join(line for line in kept if line))
 
 
-def _analysis(lines: list[str], bodies: list[str | None], verdict_index: int) -> str:
+def _analysis(lines: list[str], bodies: list[str | None], verdict_labels: list[int],
+              verdict_index: int) -> str:
     """Text of the Error Analysis part, from its label up to the next verdict line.
 
     The last analysis before the verdict line is used; failing that, the
-    first one after it (a judge that gave its verdict first).
+    first one after it (a judge that gave its verdict first). ``verdict_labels``
+    are the indexes of all lines that start with the verdict label.
     """
     labels = [_labelled(body, _ANALYSIS_LABEL) for body in bodies]
     starts = [i for i, label in enumerate(labels) if label is not None and label[0] != "other"]
@@ -259,8 +277,7 @@ def _analysis(lines: list[str], bodies: list[str | None], verdict_index: int) ->
     start = before[-1] if before else next((i for i in starts if i > verdict_index), None)
     if start is None:
         return ""
-    end = next((i for i in range(start + 1, len(lines)) if _labelled(bodies[i], _VERDICT_LABEL)),
-               len(lines))
+    end = next((i for i in verdict_labels if i > start), len(lines))
     return _clean_analysis([labels[start][1], *lines[start + 1:end]])
 
 
@@ -268,10 +285,10 @@ def parse_exact_match(text: str) -> ExactMatchVerdict:
     """Parse an Error Analysis / Final Verdict reply; raise UnparseableReply if it has no clean verdict."""
     lines = _reply_lines(text)
     bodies = [_body(line) for line in lines]
-    found = _verdict_lines(lines, bodies)
+    found, labelled = _verdict_lines(lines, bodies)
     last = found[-1][0]
     _check_nothing_after(bodies, last)
-    return ExactMatchVerdict(correct=found[-1][1], analysis=_analysis(lines, bodies, last))
+    return ExactMatchVerdict(correct=found[-1][1], analysis=_analysis(lines, bodies, labelled, last))
 
 
 # --------------------------------------------------------------- VLM-as-judge
@@ -293,23 +310,18 @@ def _record(fields: dict[str, int], name: str, value: int) -> None:
             f"{name} given twice with different values ({previous}, then {value})")
 
 
-def _statements(body: str) -> list[tuple[str, int]]:
+def _may_state(body: str) -> bool:
+    """Cheap C-level pre-check for _statements: every field label contains one of these."""
+    low = body.lower()
+    return "correct" in low or "reflect" in low
+
+
+def _statements(body: str) -> set[tuple[str, int]]:
     """Every "FIELD: 0|1" written anywhere in a line, e.g. "..., so FINAL_CORRECT: 0 after all"."""
-    found = []
-    for match in _FIELD_LABEL.finditer(body):
-        name = _field_name(match.group())
-        if name not in _BINARY_FIELDS:
-            continue
-        rest = body[match.end():match.end() + 16].lstrip(_EMPHASIS)
-        if rest[:1] not in (":", "\uff1a", "="):
-            continue
-        rest = rest[1:].lstrip(_VALUE_DECOR)
-        if rest[:1] in ("0", "1") and not rest[1:2].isdigit() and not (rest[1:2] == "." and rest[2:3].isdigit()):
-            found.append((name, int(rest[0])))
-    return found
+    return {(_field_name(label), int(value)) for label, value in set(_STATEMENT.findall(body))}
 
 
-def _scan_vlm(lines: list[str]) -> tuple[dict[str, int], list[str] | None, list[tuple[str, int]]]:
+def _scan_vlm(lines: list[str]) -> tuple[dict[str, int], list[str] | None, set[tuple[str, int]]]:
     """Binary fields, the explanation lines (None without an EXPLANATION label) and every statement.
 
     Before EXPLANATION, a field line with a bad value is an error. After it, a
@@ -318,12 +330,12 @@ def _scan_vlm(lines: list[str]) -> tuple[dict[str, int], list[str] | None, list[
     """
     fields: dict[str, int] = {}
     explanation: list[str] | None = None
-    statements: list[tuple[str, int]] = []
+    statements: set[tuple[str, int]] = set()
     for line in lines:
         body = _body(line)
         label = _labelled(body, _FIELD_LABEL)
-        if body is not None:
-            statements.extend(_statements(body))
+        if body and _may_state(body):
+            statements |= _statements(body)
         name = _field_name(label[2]) if label else ""
         if label is not None and label[0] == "other" and label[1][:1] in "([":
             raise UnparseableReply(f"unreadable {name} line {_short(line)!r} "
