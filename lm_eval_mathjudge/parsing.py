@@ -88,11 +88,13 @@ _LABEL_SCAN = 64  # label regexes see at most this many characters of a line: bo
 
 _VERDICT_LABEL = re.compile(r"final[ \t]+verdict", re.I)
 _ANALYSIS_LABEL = re.compile(r"error[ \t]+analysis", re.I)
+_BOLD = re.compile(r"\*\*|__")
 _VERDICT_WORDS = {"correct": True, "incorrect": False}
 _ECHO = re.compile(r"<?(correct|incorrect)\s*(?:or|/|\|)\s*(correct|incorrect)>?")
 
 _FIELD_LABEL = re.compile(
     r"(?:intermediate|final)[ \t_-]*correct|action[ \t_-]*reflection|explanation", re.I)
+_LABEL_GAP = re.compile(r"[ \t_-]+")
 _BINARY_FIELDS = ("INTERMEDIATE_CORRECT", "FINAL_CORRECT", "ACTION_REFLECTION")
 # Bounded repeats only: each match attempt does O(1) work, so findall is linear in the line.
 _STATEMENT = re.compile(
@@ -212,7 +214,7 @@ def _verdict_value(value: str) -> bool | None:
 
 def _heading_value(lines: list[str], index: int) -> str:
     """The value under a bare 'Final Verdict' heading: the next non-blank line."""
-    following = next((line for line in lines[index + 1:] if line.strip()), "")
+    following = next((lines[i] for i in range(index + 1, len(lines)) if lines[i].strip()), "")
     body = _body(following)
     if body is None:
         raise UnparseableReply("'Final Verdict' heading is followed by quoted or indented text")
@@ -259,7 +261,7 @@ def _check_nothing_after(bodies: list[str | None], last: int) -> None:
 
 
 def _clean_analysis(lines: list[str]) -> str:
-    kept = [re.sub(r"\*\*|__", "", line).strip(" \t*_") for line in lines]
+    kept = [_BOLD.sub("", line).strip(" \t*_") for line in lines]
     return _printable("\n".join(line for line in kept if line))
 
 
@@ -294,7 +296,7 @@ def parse_exact_match(text: str) -> ExactMatchVerdict:
 # --------------------------------------------------------------- VLM-as-judge
 
 def _field_name(label: str) -> str:
-    return re.sub(r"[ \t_-]+", "_", label.strip()).upper()
+    return _LABEL_GAP.sub("_", label.strip()).upper()
 
 
 def _binary(value: str) -> int | None:
