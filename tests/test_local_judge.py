@@ -11,9 +11,19 @@ from lm_eval_mathjudge.types import JudgeRequest
 from tests.conftest import read_jsonl
 
 
-def judge(answer: str, response: str) -> bool:
-    reply = LocalBackend().complete(JudgeRequest(prompt="", fields={"answer": answer, "response": response}))
-    return parse_exact_match(reply.text).correct
+@pytest.fixture(scope="module")
+def backend():
+    judge_backend = LocalBackend(workers=2)
+    yield judge_backend
+    judge_backend.close()
+
+
+@pytest.fixture
+def judge(backend):
+    def run(answer: str, response: str) -> bool:
+        reply = backend.complete(JudgeRequest(prompt="", fields={"answer": answer, "response": response}))
+        return parse_exact_match(reply.text).correct
+    return run
 
 
 @pytest.mark.parametrize("answer, response, correct", [
@@ -26,18 +36,18 @@ def judge(answer: str, response: str) -> bool:
     pytest.param(r"[-2, 7]", r"The solution set is $\boxed{(-2,7)}$.", False, id="open-vs-closed-interval"),
     pytest.param("204", "I could not finish the problem.", False, id="no-answer"),
 ])
-def test_verdicts(answer, response, correct):
+def test_verdicts(judge, answer, response, correct):
     assert judge(answer, response) is correct
 
 
 @pytest.mark.parametrize("name, answer_key", [("math500", "answer"), ("aime24", "answer"), ("omnimath", "answer")])
-def test_a_boxed_gold_answer_is_always_judged_correct(shared_data, name, answer_key):
+def test_a_boxed_gold_answer_is_always_judged_correct(judge, shared_data, name, answer_key):
     for row in read_jsonl(shared_data / name / "test.jsonl")[:10]:
         answer = str(row[answer_key])
         assert judge(answer, f"Final answer: $\\boxed{{{answer}}}$"), answer
 
 
-def test_agrees_with_upstream_labels_on_real_gsm8k_outputs(shared_data):
+def test_agrees_with_upstream_labels_on_real_gsm8k_outputs(judge, shared_data):
     gold = [r["answer"].split("####")[-1].strip().replace(",", "")
             for r in read_jsonl(shared_data / "gsm8k" / "test.jsonl")]
     outputs = read_jsonl(shared_data / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl")

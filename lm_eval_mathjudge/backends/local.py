@@ -5,38 +5,56 @@ the gold short answer and writes a reply in the same two-line format as an
 LLM judge, so the same parser, cache and metrics apply. Uses: air-gapped
 runs, demos, and a free first stage before an LLM judge.
 
-math-verify's timeouts rely on signals, which only work in the main thread;
-the client calls backends from worker threads, so they are switched off.
+Some answers never finish: ``\\boxed{10^{10^{10}}}`` or ``\\boxed{100000000!}``
+make sympy build numbers with billions of digits. math-verify's own timeouts
+use SIGALRM, which works only in the main thread and cannot interrupt one long
+C-level operation, so each comparison (both extractions and the check) runs in
+a worker process (``local_worker``) under a wall-clock limit. A worker that
+overruns is killed and replaced; its sample becomes a counted ``timeout``
+failure (``JudgeRefusal``) while the other workers go on.
+
+Workers are started lazily with ``subprocess`` (a fresh interpreter: no fork
+of a threaded parent, no re-import of the caller's ``__main__`` as the
+multiprocessing "spawn" method would do) and reused. They are killed by
+``close()``, by an ``atexit`` hook, and they exit by themselves when the
+parent's end of their stdin closes (the parent died).
 """
 
 from __future__ import annotations
 
-import logging
+import atexit
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import weakref
 from importlib import metadata
 from typing import Any
 
 from ..cache import Reply
 from ..config import JudgeSettings
-from ..errors import ConfigError
+from ..errors import ConfigError, FatalJudgeError, JudgeRefusal
 from ..types import JudgeRequest
 
-
 LOCAL_JUDGE_VERSION = 1  # bump when the extraction or the reply wording changes (part of cache keys)
+ITEM_TIME_LIMIT = 10.0  # seconds for one comparison; math-verify's own defaults are 5 s per stage
+START_TIME_LIMIT = 120.0  # seconds for a worker to import math-verify (slow disks, busy machines)
+WORKER_MODULE = "lm_eval_mathjudge.backends.local_worker"
 
 
 def create(settings: JudgeSettings, judge: str) -> "LocalBackend":
     if judge != "exact_match":
         raise ConfigError(f"the local judge only speaks the exact-match contract, not {judge!r}; "
                           "use judge_backend=gemini or openai for the VLM judge")
-    return LocalBackend()
+    return LocalBackend(workers=settings.concurrency)
 
 
 class LocalBackend:
-    def __init__(self):
-        from math_verify import parse, verify
-
-        logging.getLogger("math_verify").setLevel(logging.ERROR)  # silence "timeout disabled" notes
-        self._parse, self._verify = parse, verify
+    def __init__(self, workers: int = 1, time_limit: float = ITEM_TIME_LIMIT):
+        self._pool = _WorkerPool(max(1, min(workers, os.cpu_count() or 1)))
+        self._time_limit = time_limit
         self._version = metadata.version("math-verify")
 
     def identity(self) -> dict[str, Any]:
@@ -44,23 +62,168 @@ class LocalBackend:
                 "local_judge": LOCAL_JUDGE_VERSION}
 
     def complete(self, request: JudgeRequest) -> Reply:
-        gold_text = request.fields["answer"]
-        gold = self._parse(_as_math(gold_text), parsing_timeout=None)
-        found = self._parse(request.fields["response"], parsing_timeout=None)
-        if not found:
+        gold_text = str(request.fields["answer"])
+        result = self._pool.run({"answer": gold_text, "response": str(request.fields["response"]),
+                                 "limit": self._time_limit}, self._time_limit)
+        if "error" in result:
+            raise JudgeRefusal(f"the local judge could not compare this response: {result['error']}",
+                               kind="local_error")
+        if result["extracted"] is None:
             analysis = f"No final answer could be extracted from the response; the reference answer is {gold_text}."
-            return Reply(text=f"Error Analysis: {analysis}\nFinal Verdict: Incorrect")
-        same = bool(gold) and self._verify(gold, found, timeout_seconds=None)
-        extracted = found[-1]
-        relation = "matches" if same else "does not match"
-        analysis = f"The response's final answer {extracted} {relation} the reference answer {gold_text}."
-        return Reply(text=f"Error Analysis: {analysis}\nFinal Verdict: {'Correct' if same else 'Incorrect'}")
+            return Reply(text=_clean(f"Error Analysis: {analysis}\nFinal Verdict: Incorrect"))
+        relation = "matches" if result["same"] else "does not match"
+        analysis = f"The response's final answer {result['extracted']} {relation} the reference answer {gold_text}."
+        verdict = "Correct" if result["same"] else "Incorrect"
+        return Reply(text=_clean(f"Error Analysis: {analysis}\nFinal Verdict: {verdict}"))
 
     def close(self) -> None:
-        pass
+        self._pool.close()
 
 
-def _as_math(answer: str) -> str:
-    # Gold answers are bare expressions (18, \frac{1}{2}, (3, \pi/2)); math-verify
-    # finds LaTeX reliably only inside math delimiters.
-    return answer if "$" in answer or "\\boxed" in answer else f"${answer}$"
+def _clean(text: str) -> str:
+    # A lone surrogate copied from the response cannot be stored as UTF-8: write it as an escape.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_EXITED: dict = {"exited": True}
+
+
+class _Worker:
+    """One worker process and the thread that reads its result lines."""
+
+    def __init__(self):
+        env = dict(os.environ)
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env["MATHJUDGE_NO_AUTOLOAD"] = "1"  # the worker needs no lm-eval start-up hook
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env=env, text=True, encoding="ascii", bufsize=1)
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True, name="mathjudge-local-reader").start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self._lines.put(line)
+        self._lines.put(None)  # EOF: the worker exited
+
+    def receive(self, limit: float) -> dict | None:
+        """The next message; None if the worker is silent for ``limit`` s; ``_EXITED`` if it is gone."""
+        try:
+            line = self._lines.get(timeout=limit)
+        except queue.Empty:
+            return None
+        return _EXITED if line is None else json.loads(line)
+
+    def send(self, job: dict) -> None:
+        self.process.stdin.write(json.dumps(job, ensure_ascii=True) + "\n")
+        self.process.stdin.flush()
+
+    def kill(self) -> None:
+        try:
+            self.process.stdin.close()
+        except OSError:  # broken pipe: it is gone already
+            pass
+        self.process.kill()
+        self.process.wait()
+
+
+class _WorkerPool:
+    """At most ``size`` workers, started on demand and reused; one job per worker at a time."""
+
+    def __init__(self, size: int):
+        self._size = size
+        self._idle: list[_Worker] = []
+        self._all: set[_Worker] = set()
+        self._count = 0  # workers running or starting
+        self._ready = threading.Condition()
+        self._closed = False
+        _POOLS.add(self)
+
+    def run(self, job: dict, limit: float) -> dict:
+        worker = self._acquire()
+        try:
+            worker.send(job)
+            result = worker.receive(limit)
+        except OSError:  # broken pipe: the worker died between jobs
+            result = _EXITED
+        if result is None or result is _EXITED:
+            self._discard(worker)
+            if result is None:
+                raise JudgeRefusal(f"math-verify took more than {limit:g} s on this response; "
+                                   "it was stopped and the sample counted as failed", kind="timeout")
+            raise JudgeRefusal(f"the local judge's worker process died on this response (exit code "
+                               f"{worker.process.returncode}: out of CPU time or memory?)", kind="local_error")
+        self._release(worker)
+        return result
+
+    def _acquire(self) -> _Worker:
+        with self._ready:
+            while not self._closed and not self._idle and self._count >= self._size:
+                self._ready.wait()
+            if self._closed:
+                raise FatalJudgeError("the local judge is closed", kind="closed")
+            if self._idle:
+                return self._idle.pop()
+            self._count += 1  # reserve the slot; start the worker outside the lock
+        try:
+            worker = _Worker()
+        except OSError as exc:
+            self._free_slot()
+            raise FatalJudgeError(f"cannot start the local judge's worker ({exc})", kind="local_start") from None
+        with self._ready:
+            self._all.add(worker)
+        started = worker.receive(START_TIME_LIMIT)
+        if started is None or not started.get("ready"):
+            self._discard(worker)
+            raise FatalJudgeError(
+                f"the local judge's math-verify worker did not start within {START_TIME_LIMIT:g} s (see its "
+                f"error above); check that `{sys.executable} -c 'import math_verify'` works", kind="local_start")
+        return worker
+
+    def _release(self, worker: _Worker) -> None:
+        with self._ready:
+            if not self._closed:
+                self._idle.append(worker)
+                self._ready.notify()
+                return
+        self._discard(worker)
+
+    def _discard(self, worker: _Worker) -> None:
+        worker.kill()
+        with self._ready:
+            if worker in self._all:
+                self._all.discard(worker)
+                self._count -= 1
+            self._ready.notify()
+
+    def _free_slot(self) -> None:
+        with self._ready:
+            self._count -= 1
+            self._ready.notify()
+
+    def close(self) -> None:
+        """Stop every idle worker now; a busy one stops when its job ends (or at exit)."""
+        with self._ready:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._ready.notify_all()
+        for worker in idle:
+            self._discard(worker)
+
+    def kill_all(self) -> None:
+        """At interpreter exit: every worker, busy ones included."""
+        self.close()
+        with self._ready:
+            workers = list(self._all)
+        for worker in workers:
+            self._discard(worker)
+
+
+_POOLS: "weakref.WeakSet[_WorkerPool]" = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_workers() -> None:
+    for pool in list(_POOLS):
+        pool.kill_all()

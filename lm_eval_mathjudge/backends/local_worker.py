@@ -1,0 +1,105 @@
+"""The math-verify worker process behind the local judge (``python -m`` this module).
+
+One job per line on stdin, one result per line on stdout, both JSON with
+ASCII escapes (so any text, lone surrogates included, crosses the pipe
+intact). A job is ``{"answer": gold, "response": text, "limit": seconds}``;
+a result is ``{"same": bool, "extracted": str | null}`` or ``{"error": str}``.
+The first line written is ``{"ready": true}``, sent once math-verify is
+imported and warmed up, so start-up never counts against an item's limit.
+
+The parent enforces each item's wall-clock limit by killing this process.
+The worker also bounds itself, for when the parent cannot: CPU seconds per
+item (RLIMIT_CPU: the kernel ends an overrunning worker even if its parent was
+SIGKILLed mid-item) and address space (RLIMIT_AS: ``10^{10^{10}}`` has ten
+billion digits), and it exits when stdin closes. math-verify's own timeouts
+stay off: they use SIGALRM, which cannot interrupt one long C-level
+big-integer operation anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+
+try:
+    import resource
+except ImportError:  # Windows: only the parent's wall-clock limit applies
+    resource = None
+
+MEMORY_LIMIT = 2 * 1024 ** 3  # bytes of address space; the worker needs ~70 MB
+CPU_SLACK = 2.0  # seconds beyond the item limit before the kernel steps in
+
+
+def _limit(resource_id: int, soft: int) -> None:
+    try:
+        _, hard = resource.getrlimit(resource_id)
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.setrlimit(resource_id, (soft, hard))
+    except (ValueError, OSError):  # not enforced on this platform (macOS RLIMIT_AS): the parent still kills
+        pass
+
+
+def _cpu_budget(seconds: float) -> None:
+    if resource is None:
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    _limit(resource.RLIMIT_CPU, math.ceil(usage.ru_utime + usage.ru_stime + seconds + CPU_SLACK))
+
+
+def _as_math(answer: str) -> str:
+    # Gold answers are bare expressions (18, \frac{1}{2}, (3, \pi/2)); math-verify
+    # finds LaTeX reliably only inside math delimiters.
+    return answer if "$" in answer or "\\boxed" in answer else f"${answer}$"
+
+
+def judge(parse, verify, answer: str, response: str) -> dict:
+    gold = parse(_as_math(answer), parsing_timeout=None)
+    found = parse(response, parsing_timeout=None)
+    if not found:
+        return {"same": False, "extracted": None}
+    same = bool(gold) and bool(verify(gold, found, timeout_seconds=None))
+    return {"same": same, "extracted": str(found[-1])}
+
+
+def serve(jobs, out) -> None:
+    from math_verify import parse, verify
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # silence the "timeout disabled" notes
+    judge(parse, verify, "18", "so the total is \\boxed{18}")  # load grammars and caches before "ready"
+    _send(out, {"ready": True})
+    for line in jobs:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        if "limit" in job:
+            _cpu_budget(float(job["limit"]))
+        try:
+            result = judge(parse, verify, job["answer"], job["response"])
+        except MemoryError:
+            result = {"error": f"math-verify needed more than {MEMORY_LIMIT // 1024 ** 3} GiB of memory"}
+        except Exception as exc:  # noqa: BLE001 - any failure is this item's, never the worker's
+            result = {"error": f"math-verify failed: {type(exc).__name__}: {str(exc)[:200]}"}
+        _send(out, result)
+
+
+def _send(out, message: dict) -> None:
+    out.write(json.dumps(message, ensure_ascii=True) + "\n")
+    out.flush()
+
+
+def main() -> None:
+    # The protocol gets its own copy of stdout; fd 1 becomes stderr, so a stray
+    # print in a library can never corrupt a result line.
+    out = os.fdopen(os.dup(1), "w", encoding="ascii")
+    os.dup2(2, 1)
+    if resource is not None:
+        _limit(resource.RLIMIT_AS, MEMORY_LIMIT)
+    serve(sys.stdin, out)
+
+
+if __name__ == "__main__":
+    main()
