@@ -53,19 +53,31 @@ class ChatCompletionsServer(LoopbackServer):
     api.openai.com. `models_status` makes both answer that error status
     instead (401 for a bad key); `model_routes` set to "list" keeps only the
     list (as vLLM), to "none" drops both (a proxy: 404 Unknown route).
+    Built without `models`, the server routes any model name it is asked for (as a LiteLLM
+    wildcard route does), so end-to-end runs pass the judge's preflight whatever judge_model
+    they use; giving or assigning `models` makes the lookup strict.
     """
 
     def __init__(
         self,
         responder: Responder | None = None,
         latency: float = 0.0,
-        models: Sequence[str] = ("loopback-model",),
+        models: Sequence[str] | None = None,
     ) -> None:
-        self.models = list(models)
+        self._models = list(models or ("loopback-model",))
+        self.any_model = models is None
         self.models_status: int | None = None
         self.model_routes = "all"  # "all", "list" or "none"
         self._ids = itertools.count(1)
         super().__init__(responder, latency)
+
+    @property
+    def models(self) -> list[str]:
+        return self._models
+
+    @models.setter
+    def models(self, value) -> None:
+        self._models, self.any_model = list(value), False
 
     @property
     def url(self) -> str:
@@ -135,7 +147,7 @@ class ChatCompletionsServer(LoopbackServer):
             return Reply(self.models_status, self.error_body(self.models_status, None, {}))
         if not single:
             return Reply(200, self._model_list())
-        if single["id"] not in self.models:
+        if single["id"] not in self.models and not self.any_model:
             message = f"The model `{single['id']}` does not exist or you do not have access to it."
             return Reply(404, self.error_body(404, message, {}))
         return Reply(200, {"id": single["id"], "object": "model", "created": 0, "owned_by": "loopback"})
