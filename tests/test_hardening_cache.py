@@ -69,6 +69,7 @@ def test_a_damaged_cache_is_moved_aside_with_a_message_naming_both_paths(tmp_pat
 _READ_ONLY_PROBE = """
 import os, sys
 from lm_eval_mathjudge.cache import ReplyCache
+from lm_eval_mathjudge.errors import ConfigError
 os.setgid(65534); os.setuid(65534)  # an unprivileged user: root would ignore the file's mode
 try:
     ReplyCache(sys.argv[1])

@@ -175,6 +175,7 @@ def test_500_twice_then_success(server):
 
 
 def test_slow_reply_is_retried_as_a_timeout(server, caplog):
+    caplog.set_level("DEBUG", logger="lm_eval_mathjudge")  # retries are logged at debug (the bar shows a summary)
     server.inject(delay=2)
     client, [outcome], elapsed = judge(server, [request(18)], timeout=0.5)
     assert outcome.verdict.correct is True
@@ -185,6 +186,7 @@ def test_slow_reply_is_retried_as_a_timeout(server, caplog):
 
 
 def test_garbage_200_is_retried_as_bad_response(server, caplog):
+    caplog.set_level("DEBUG", logger="lm_eval_mathjudge")  # retries are logged at debug (the bar shows a summary)
     server.inject(garbage=True)
     client, [outcome], _ = judge(server, [request(18)])
     assert outcome.verdict.correct is True
