@@ -9,8 +9,12 @@ correct, upstream labels) and two variants with some final answers changed:
 
 So the paired counts are known by construction (A vs fixed: 0 / 10 discordant docs;
 A vs mixed: 4 / 6; fixed vs mixed: 14 / 6), and the three runs go through the
-plugin's local judge (math-verify), offline. The three CLI runs go in parallel:
-most of each is lm-eval indexing its task folder.
+plugin's local judge (math-verify), offline.
+
+A fourth run is lm-eval's built-in ``gsm8k`` task under ``--predict_only`` (its YAML
+as installed, pointed at the local GSM8K slice, 0-shot, first 30 docs), replaying
+``gpt3-verifier``: the kind of run ``mathjudge rejudge`` must judge afterwards.
+The CLI runs go in parallel: most of each is lm-eval indexing its task folder.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from tests.e2e import _INHERITED_PREFIXES, LM_EVAL, Run
 
 SOURCE = SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
 MODELS = ("gpt3-verifier", "gpt3-fixed", "gpt3-mixed")
+BUILTIN_LIMIT = 30
 _FINAL = re.compile(r"\nA: [^\n]*$")
 _LOCK = threading.Lock()
 _MADE: dict[Path, "ThreeRuns"] = {}
@@ -86,13 +91,19 @@ class ThreeRuns:
     def samples_file(self, model: str) -> Path:
         return next(self.run_dir(model).rglob("samples_gsm8k_gpt4em_*.jsonl"))
 
+    @property
+    def builtin_dir(self) -> Path:
+        return self.out / "builtin-gsm8k"
+
     def make(self) -> None:
         self.inputs.mkdir(parents=True)
         for name, rows in variants().items():
             with open(self.inputs / f"{name}.jsonl", "w", encoding="utf-8") as fh:
                 fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-        with ThreadPoolExecutor(len(MODELS)) as pool:
-            runs = list(pool.map(self._run, MODELS))
+        self._builtin_yaml()
+        with ThreadPoolExecutor(len(MODELS) + 1) as pool:
+            builtin = pool.submit(self._run_builtin)
+            runs = [*pool.map(self._run, MODELS), builtin.result()]
         for run in runs:
             assert run.returncode == 0, run.stderr[-3000:]
 
@@ -102,6 +113,24 @@ class ThreeRuns:
                 "--metadata", '{"judge_backend": "local"}', "--log_samples"]
         env = {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(self.cache)}
         return run_cli(args, env, self.run_dir(name), cwd=self.inputs)
+
+
+    def _builtin_yaml(self) -> None:
+        import lm_eval
+
+        text = (Path(lm_eval.__file__).parent / "tasks" / "gsm8k" / "gsm8k.yaml").read_text()
+        data = SHARED_DATA / "gsm8k" / "test.jsonl"
+        local = f"dataset_path: json\ndataset_kwargs:\n  data_files:\n    train: {data}\n    test: {data}\n"
+        assert "dataset_path: openai/gsm8k\ndataset_name: main\n" in text
+        (self.root / "builtin").mkdir()
+        (self.root / "builtin" / "gsm8k.yaml").write_text(
+            text.replace("dataset_path: openai/gsm8k\ndataset_name: main\n", local))
+
+    def _run_builtin(self):
+        args = ["--model", "mathjudge-replay", "--model_args", "path=gpt3-verifier.jsonl", "--tasks", "gsm8k",
+                "--include_path", str(self.root / "builtin"), "--num_fewshot", "0", "--predict_only",
+                "--limit", str(BUILTIN_LIMIT)]
+        return run_cli(args, {"MATHJUDGE_CACHE_DIR": str(self.cache)}, self.builtin_dir, cwd=self.inputs)
 
 
 def three_runs(tmp_path_factory) -> ThreeRuns:

@@ -39,13 +39,13 @@ def bars(board: Board) -> tuple[list[str], list[str], list[Bar]]:
 
 
 # ---------------------------------------------------------------------- SVG
-PLOT_H, TOP, LEFT, BAR_W, GAP, LEGEND_ROW = 240, 40, 56, 22, 28, 18
+PLOT_H, TOP, LEFT, BAR_W, GAP, LEGEND_ROW, MIN_WIDTH = 240, 40, 56, 22, 28, 18, 320
 
 
 def svg(board: Board, title: str = "Leaderboard (primary metric, 95% CI)") -> str:
     tasks, models, items = bars(board)
     group_w = BAR_W * len(models) + GAP
-    width = LEFT + group_w * len(tasks) + 20
+    width = max(MIN_WIDTH, LEFT + group_w * len(tasks) + 20)
     legend_top = TOP + PLOT_H + 46
     height = legend_top + LEGEND_ROW * len(models) + 10
     y = lambda v: TOP + PLOT_H * (1 - max(0.0, min(1.0, v)))  # noqa: E731  -- metrics are shares in [0, 1]

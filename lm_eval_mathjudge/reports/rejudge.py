@@ -145,6 +145,7 @@ def _rejudge_model(sources: list[Source], output_path: str, metadata: dict, task
     if REPLAY_MODEL not in model_registry:  # the start-up hook is off (MATHJUDGE_NO_AUTOLOAD)
         model_registry.register(REPLAY_MODEL, target="lm_eval_mathjudge.replay:ReplayLM")
     targets = list(dict.fromkeys(t for s in sources for t in targets_for(s.task, tasks)))
+    metadata = {**metadata, "rejudged_from": [s.path for s in sources]}  # recorded in each task's config
     manager = TaskManager(include_path=tasks_dir(), include_defaults=False, metadata=metadata)
     loaded = manager.load(targets)["tasks"]
     docs = {name: list(task.eval_docs) for name, task in loaded.items()}
@@ -160,7 +161,6 @@ def _rejudge_model(sources: list[Source], output_path: str, metadata: dict, task
     os.makedirs(os.path.dirname(replay), exist_ok=True)
     with open(replay, "w", encoding="utf-8") as fh:
         fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in work.records)
-    metadata = {**metadata, "rejudged_from": [s.path for s in sources]}  # recorded in each task's config
     tracker = EvaluationTracker(output_path=output_path)
     chosen = [loaded[t] for t in work.indices]
     results = simple_evaluate(model=REPLAY_MODEL, model_args={"path": replay}, tasks=chosen,
