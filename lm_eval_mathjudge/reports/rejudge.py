@@ -127,6 +127,8 @@ def rejudge(paths: list[str], output_path: str, metadata: dict | None = None,
             tasks: list[str] | None = None) -> list[str]:
     """Re-judge the given samples files; returns the results files written (one per model)."""
     sources = [read_source(p) for p in paths]
+    for source in sources:  # unknown tasks fail before lm-eval is even imported
+        targets_for(source.task, tasks)
     by_model: dict[str, list[Source]] = {}
     for source in sources:
         by_model.setdefault(source.model, []).append(source)
