@@ -95,15 +95,14 @@ class ThreeRuns:
     def builtin_dir(self) -> Path:
         return self.out / "builtin-gsm8k"
 
-    def make(self) -> None:
+    def make(self, builtin: bool = True) -> None:
         self.inputs.mkdir(parents=True)
         for name, rows in variants().items():
             with open(self.inputs / f"{name}.jsonl", "w", encoding="utf-8") as fh:
                 fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-        self._builtin_yaml()
         with ThreadPoolExecutor(len(MODELS) + 1) as pool:
-            builtin = pool.submit(self._run_builtin)
-            runs = [*pool.map(self._run, MODELS), builtin.result()]
+            extra = [pool.submit(self._run_builtin)] if builtin else []
+            runs = [*pool.map(self._run, MODELS), *(f.result() for f in extra)]
         for run in runs:
             assert run.returncode == 0, run.stderr[-3000:]
 
@@ -127,6 +126,7 @@ class ThreeRuns:
             text.replace("dataset_path: openai/gsm8k\ndataset_name: main\n", local))
 
     def _run_builtin(self):
+        self._builtin_yaml()
         args = ["--model", "mathjudge-replay", "--model_args", "path=gpt3-verifier.jsonl", "--tasks", "gsm8k",
                 "--include_path", str(self.root / "builtin"), "--num_fewshot", "0", "--predict_only",
                 "--limit", str(BUILTIN_LIMIT)]

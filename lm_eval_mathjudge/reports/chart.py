@@ -44,8 +44,9 @@ PLOT_H, TOP, LEFT, BAR_W, GAP, LEGEND_ROW, MIN_WIDTH = 240, 40, 56, 22, 28, 18, 
 
 def svg(board: Board, title: str = "Leaderboard (primary metric, 95% CI)") -> str:
     tasks, models, items = bars(board)
-    group_w = BAR_W * len(models) + GAP
-    width = max(MIN_WIDTH, LEFT + group_w * len(tasks) + 20)
+    bars_w = BAR_W * len(models)
+    group_w = max(bars_w + GAP, (MIN_WIDTH - LEFT - 20) / max(1, len(tasks)))  # few tasks: spread, centred
+    width = round(LEFT + group_w * len(tasks) + 20)
     legend_top = TOP + PLOT_H + 46
     height = legend_top + LEGEND_ROW * len(models) + 10
     y = lambda v: TOP + PLOT_H * (1 - max(0.0, min(1.0, v)))  # noqa: E731  -- metrics are shares in [0, 1]
@@ -58,8 +59,8 @@ def svg(board: Board, title: str = "Leaderboard (primary metric, 95% CI)") -> st
         out.append(f'<line class="grid" x1="{LEFT}" y1="{ty:.1f}" x2="{width - 20}" y2="{ty:.1f}" stroke="#ddd"/>')
         out.append(f'<text x="{LEFT - 6}" y="{ty + 4:.1f}" text-anchor="end">{tick / 10:.1f}</text>')
     for t, task in enumerate(tasks):
-        x0 = LEFT + GAP / 2 + t * group_w
-        out.append(f'<text class="task" x="{x0 + BAR_W * len(models) / 2:.1f}" y="{TOP + PLOT_H + 16}" '
+        x0 = LEFT + t * group_w + (group_w - bars_w) / 2
+        out.append(f'<text class="task" x="{x0 + bars_w / 2:.1f}" y="{TOP + PLOT_H + 16}" '
                    f'text-anchor="middle">{escape(task)}</text>')
         for item in (b for b in items if b.task == task):
             i = models.index(item.model)

@@ -65,16 +65,18 @@ def build(runs: list[Run], allow_mixed: bool = False, iters: int = stats.BOOTSTR
         notes += [f"{run.model}: {p} is superseded by a newer result of the same task" for p in run.superseded]
     for task in sorted({t for run in runs for t in run.tasks}):
         cells = [(run.model, run.tasks[task]) for run in runs if task in run.tasks]
-        task_rows, note = _task_rows(task, cells, allow_mixed, iters, seed)
+        task_rows, task_notes = _task_rows(task, cells, allow_mixed, iters, seed)
         rows += task_rows
-        notes += [note] if note else []
+        notes += task_notes
     return Board(rows, notes, iters, seed)
 
 
 def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool, iters: int, seed: int):
     samples = {model: (None if r.is_group or r.samples_path is None else r.samples()) for model, r in cells}
     prov = {model: _provenance(r, samples[model]) for model, r in cells}
-    note = _mixed(task, prov, allow_mixed)
+    notes = [_mixed(task, prov, allow_mixed)]
+    notes += [f"{model} on {task}: no samples file, so no paired test (run lm_eval with --log_samples)"
+              for model, r in cells if samples[model] is None and not r.is_group]
     metrics = list(dict.fromkeys(m for _, r in cells for m in r.metrics))
     primary = primary_metric(metrics)
     metrics.remove(primary)
@@ -88,7 +90,7 @@ def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool
         for model, result in have:
             rows.append(_row(task, metric, model, result, samples[model], top_model, samples[top_model],
                              rank[model], prov[model], metric == primary, iters, seed))
-    return rows, note
+    return rows, [n for n in notes if n]
 
 
 def _sort_key(result: TaskResult, metric: str) -> float:
@@ -183,7 +185,8 @@ def task_table(board: Board, task: str) -> tuple[list[str], list[list[str]]]:
         lead = mine.get(metrics[0])
         first = next(iter(mine.values()))
         diff = "top" if lead and lead.is_top else (
-            f"{fmt(lead.diff_vs_top)} [{fmt(lead.diff_ci_low)}, {fmt(lead.diff_ci_high)}]" if lead else "")
+            f"{fmt(lead.diff_vs_top)} [{fmt(lead.diff_ci_low)}, {fmt(lead.diff_ci_high)}]"
+            if lead and lead.diff_vs_top is not None else "")
         cells.append([str(first.rank), model,
                       *(_value_cell(mine.get(m)) for m in metrics), diff, fmt_p(lead.p_value if lead else None),
                       str(first.n or ""), first.judge, first.prompt_version, first.data])

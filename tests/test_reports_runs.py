@@ -1,0 +1,95 @@
+"""Reading lm-eval output: model names (never a secret), reruns, bad input; the CLI stays cheap to import."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from lm_eval_mathjudge.__main__ import main
+from lm_eval_mathjudge.reports.runs import ReportError, load_runs, model_name
+
+KEY = "sk-canary-7f3d9c2b4a1e8f6d"
+
+
+@pytest.mark.parametrize("results, expected", [
+    ({"model_name": "Qwen/Qwen2.5-7B-Instruct"}, "Qwen/Qwen2.5-7B-Instruct"),
+    # older lm-eval: no model_name; lm-eval's own key order, never a credential-named key
+    ({"config": {"model_args": "pretrained=EleutherAI/pythia-160m,dtype=float16"}}, "EleutherAI/pythia-160m"),
+    ({"config": {"model_args": {"model": "gpt-4o", "api_key": KEY}}}, "gpt-4o"),
+    ({"config": {"model_args": f"api_key={KEY},base_url=http://127.0.0.1:8000/v1"}}, "unknown-model"),
+    # a "name" that is a key is hidden, not printed
+    ({"model_name": KEY}, "***"),
+    ({"config": {"model_args": f"model={KEY}"}}, "***"),
+])
+def test_model_name_is_the_recorded_one_and_never_a_key(results, expected):
+    assert model_name(results) == expected
+
+
+def _results(path, model, task="gsm8k_gpt4em", value=0.5, date=1.0, model_args=None):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"results": {task: {"gpt4_exact_match,none": value, "gpt4_exact_match_stderr,none": 0.05}},
+            "configs": {task: {"dataset_path": "openai/gsm8k", "metadata": {"judge": {
+                "backend": "local", "model": "math-verify", "prompt_version": "exact_match@abc"}}}},
+            "n-samples": {task: {"original": 100, "effective": 100}}, "date": date}
+    if model is not None:
+        data["model_name"] = model
+    if model_args is not None:
+        data["config"] = {"model_args": model_args}
+    path.write_text(json.dumps(data))
+
+
+def test_a_rerun_of_the_same_task_replaces_the_older_result_and_says_so(tmp_path):
+    _results(tmp_path / "m" / "results_2026-01-01T00-00-00.json", "m", value=0.4, date=1.0)
+    _results(tmp_path / "m" / "results_2026-01-02T00-00-00.json", "m", value=0.6, date=2.0)
+    _results(tmp_path / "m" / "results_2026-01-03T00-00-00.json", "m", task="math500_gpt4em", date=3.0)
+    (run,) = load_runs([str(tmp_path)])
+    assert run.tasks["gsm8k_gpt4em"].metrics["gpt4_exact_match,none"] == (0.6, 0.05)
+    assert set(run.tasks) == {"gsm8k_gpt4em", "math500_gpt4em"}
+    assert run.superseded == [str(tmp_path / "m" / "results_2026-01-01T00-00-00.json")]
+
+
+def test_results_without_samples_get_a_normal_interval_and_no_test(tmp_path, capsys):
+    _results(tmp_path / "a" / "results_2026-01-01T00-00-00.json", "model-a", value=0.7)
+    _results(tmp_path / "b" / "results_2026-01-01T00-00-00.json", None, value=0.5,
+             model_args={"model": "model-b", "api_key": KEY})
+    assert main(["leaderboard", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "out")]) == 0
+    a, b = csv.DictReader(io.StringIO((tmp_path / "out" / "leaderboard.csv").read_text()))
+    assert (a["model"], b["model"]) == ("model-a", "model-b")  # ranked; model-b's name from its model_args
+    for row, value in ((a, 0.7), (b, 0.5)):  # mean ± 1.96 x 0.05 from the results file
+        assert (float(row["ci_low"]), float(row["ci_high"])) == pytest.approx((value - 0.098, value + 0.098), abs=1e-4)
+        assert (row["ci_method"], row["p_value"], row["diff_vs_top"]) == ("normal", "", "")
+    assert "model-b on gsm8k_gpt4em: no samples file, so no paired test" in (tmp_path / "out" / "leaderboard.md").read_text()
+    for path in (tmp_path / "out").iterdir():
+        assert KEY not in path.read_text(errors="replace")
+    assert KEY not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json", "not a readable lm-eval results file"),
+    ('{"model_name": "m"}', "has no 'results' object"),
+])
+def test_unreadable_results_are_named(tmp_path, capsys, content, message):
+    (tmp_path / "results_x.json").write_text(content)
+    assert main(["leaderboard", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_missing_paths_and_empty_folders_say_what_to_pass(tmp_path, capsys):
+    assert main(["leaderboard", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
+    with pytest.raises(ReportError, match="no results_\\*.json inside; pass lm_eval's --output_path folder"):
+        load_runs([str(tmp_path)])
+
+
+def test_the_cli_imports_no_numpy_lm_eval_or_matplotlib_until_a_command_runs():
+    code = ("import sys, lm_eval_mathjudge.__main__ as m, lm_eval_mathjudge.reports.cli\n"
+            "try:\n    m.main(['leaderboard', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(n for n in ('numpy', 'lm_eval', 'matplotlib', 'openai') if n in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
