@@ -30,11 +30,11 @@ def test_model_name_is_the_recorded_one_and_never_a_key(results, expected):
     assert model_name(results) == expected
 
 
-def _results(path, model, task="gsm8k_gpt4em", value=0.5, date=1.0, model_args=None):
+def _results(path, model, task="gsm8k_gpt4em", value=0.5, date=1.0, model_args=None, prompt="exact_match@abc"):
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"results": {task: {"gpt4_exact_match,none": value, "gpt4_exact_match_stderr,none": 0.05}},
             "configs": {task: {"dataset_path": "openai/gsm8k", "metadata": {"judge": {
-                "backend": "local", "model": "math-verify", "prompt_version": "exact_match@abc"}}}},
+                "backend": "local", "model": "math-verify", "prompt_version": prompt}}}},
             "n-samples": {task: {"original": 100, "effective": 100}}, "date": date}
     if model is not None:
         data["model_name"] = model
@@ -51,6 +51,27 @@ def test_a_rerun_of_the_same_task_replaces_the_older_result_and_says_so(tmp_path
     assert run.tasks["gsm8k_gpt4em"].metrics["gpt4_exact_match,none"] == (0.6, 0.05)
     assert set(run.tasks) == {"gsm8k_gpt4em", "math500_gpt4em"}
     assert run.superseded == [str(tmp_path / "m" / "results_2026-01-01T00-00-00.json")]
+
+
+def test_a_second_result_of_one_model_and_task_judged_differently_is_not_a_rerun(tmp_path):
+    _results(tmp_path / "m" / "results_2026-01-01T00-00-00.json", "m", date=1.0)
+    _results(tmp_path / "m" / "results_2026-01-02T00-00-00.json", "m", date=2.0, prompt="exact_match@new")
+    with pytest.raises(ReportError, match=r"m has two results for gsm8k_gpt4em judged differently \(local:math-verify "
+                                          r"@ exact_match@abc in .*\); pass only one of them"):
+        load_runs([str(tmp_path)])
+
+
+def test_predict_only_results_are_named_not_ranked(tmp_path, capsys):
+    _results(tmp_path / "m" / "results_2026-01-01T00-00-00.json", "m")
+    unscored = tmp_path / "p" / "results_2026-01-01T00-00-00.json"
+    _results(unscored, "p")
+    data = json.loads(unscored.read_text())
+    data["results"]["gsm8k_gpt4em"] = {"bypass,none": 999, "bypass_stderr,none": "N/A"}
+    unscored.write_text(json.dumps(data))
+    assert main(["leaderboard", str(tmp_path), "--out", str(tmp_path / "o")]) == 0
+    text = (tmp_path / "o" / "leaderboard.md").read_text()
+    assert f"p: {unscored} has no scores (--predict_only?); judge it with mathjudge rejudge" in text
+    assert "| p |" not in text
 
 
 def test_results_without_samples_get_a_normal_interval_and_no_test(tmp_path, capsys):
@@ -93,3 +114,30 @@ def test_the_cli_imports_no_numpy_lm_eval_or_matplotlib_until_a_command_runs():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _vlm_results(path, model, final, intermediate):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    task = {"final_correct,none": final, "final_correct_stderr,none": 0.05, "intermediate_correct,none": intermediate,
+            "intermediate_correct_stderr,none": 0.05, "judge_failed,none": 0.0, "judge_failed_stderr,none": 0.0}
+    group = {"final_correct,none": final, "final_correct_stderr,none": "N/A"}
+    path.write_text(json.dumps({
+        "results": {"mathjudge_vlmjudge": group, "gsm8k_vlmjudge": task}, "model_name": model,
+        "group_subtasks": {"mathjudge_vlmjudge": ["gsm8k_vlmjudge"]},
+        "higher_is_better": {"gsm8k_vlmjudge": {"final_correct": True, "intermediate_correct": True, "judge_failed": False}},
+        "configs": {"gsm8k_vlmjudge": {"dataset_path": "openai/gsm8k", "metadata": {"judge": {
+            "backend": "gemini", "model": "gemini-2.5-pro", "prompt_version": "vlm_judge@abc"}}}},
+        "n-samples": {"gsm8k_vlmjudge": {"original": 100, "effective": 100}}, "date": 1.0}))
+
+
+def test_vlm_tasks_rank_by_final_correct_and_groups_get_rows_without_tests(tmp_path):
+    _vlm_results(tmp_path / "a" / "results_2026-01-01T00-00-00.json", "a", final=0.5, intermediate=0.9)
+    _vlm_results(tmp_path / "b" / "results_2026-01-01T00-00-00.json", "b", final=0.7, intermediate=0.2)
+    assert main(["leaderboard", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "o")]) == 0
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "o" / "leaderboard.csv").read_text())))
+    task_rows = [r for r in rows if r["task"] == "gsm8k_vlmjudge"]
+    assert [(r["model"], r["metric"], r["rank"]) for r in task_rows[:2]] == [("b", "final_correct", "1"),
+                                                                            ("a", "final_correct", "2")]
+    assert [r["model"] for r in task_rows if r["metric"] == "intermediate_correct"] == ["b", "a"]  # rank order kept
+    group = [r for r in rows if r["task"] == "mathjudge_vlmjudge"]
+    assert [(r["model"], r["ci_method"], r["p_value"]) for r in group] == [("b", "none", ""), ("a", "none", "")]

@@ -63,6 +63,8 @@ def build(runs: list[Run], allow_mixed: bool = False, iters: int = stats.BOOTSTR
     rows, notes = [], []
     for run in runs:
         notes += [f"{run.model}: {p} is superseded by a newer result of the same task" for p in run.superseded]
+        notes += [f"{run.model}: {p} has no scores (--predict_only?); judge it with mathjudge rejudge"
+                  for p in run.unscored]
     for task in sorted({t for run in runs for t in run.tasks}):
         cells = [(run.model, run.tasks[task]) for run in runs if task in run.tasks]
         task_rows, task_notes = _task_rows(task, cells, allow_mixed, iters, seed)

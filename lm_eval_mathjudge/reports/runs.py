@@ -75,6 +75,15 @@ class Run:
     sources: list[str] = field(default_factory=list)
     tasks: dict[str, TaskResult] = field(default_factory=dict)
     superseded: list[str] = field(default_factory=list)  # older results of a task that a rerun replaced
+    unscored: list[str] = field(default_factory=list)  # results without scores (--predict_only)
+
+
+def judge_id(result: TaskResult) -> str:
+    """Who scored a task: judge backend:model @ prompt version (lm-eval's own metrics: none)."""
+    judge = result.judge
+    if not judge.get("backend"):
+        return "lm-eval metric (no judge)"
+    return f"{judge['backend']}:{judge['model']} @ {judge.get('prompt_version') or '-'}"
 
 
 def question_hash(question: str | None) -> str:
@@ -123,8 +132,15 @@ def load_runs(args: list[str]) -> list[Run]:
         model = model_name(data)
         run = runs.setdefault(model, Run(model))
         run.sources.append(path)
+        if not data["results"] or all(not _metrics(v) for v in data["results"].values()):
+            run.unscored.append(path)
         for result in _task_results(path, data):
             old = run.tasks.get(result.task)
+            if old is not None and judge_id(old) != judge_id(result):
+                raise ReportError(
+                    f"{model} has two results for {result.task} judged differently ({judge_id(old)} in "
+                    f"{old.results_path}, {judge_id(result)} in {result.results_path}); pass only one of them "
+                    "(mathjudge agreement compares two judges)")
             if old is not None and old.date > result.date:
                 run.superseded.append(result.results_path)
                 continue
