@@ -67,7 +67,8 @@ def test_markdown_table_is_ranked_and_names_the_methods(board):
     text = (board / "leaderboard.md").read_text()
     lines = [line for line in text.splitlines() if line.startswith("| ")]
     assert lines[0].startswith("| # | model | gpt4_exact_match [95% CI] | judge_failed [95% CI] |")
-    assert [line.split(" | ")[1] for line in lines[1:]] == [NAMES[m] for m in ("gpt3-fixed", "gpt3-mixed", "gpt3-verifier")]
+    ranked = [NAMES[m] for m in ("gpt3-fixed", "gpt3-mixed", "gpt3-verifier")]
+    assert [line.split(" | ")[1] for line in lines[1:]] == ranked
     assert "| top |" in lines[1] and "| 0.002 |" in lines[3]
     assert "McNemar" in text and "seed 0" in text and "Wilson" in text
 
@@ -93,7 +94,8 @@ def test_png_is_a_real_image_with_the_bars(board):
     image = pytest.importorskip("matplotlib.image").imread(board / "leaderboard.png")
     assert image.shape[:2] == (height, width)
     # the three bar colours of the palette are all there
-    colours = {tuple((image[y, x, :3] * 255).round().astype(int)) for y in range(0, height, 2) for x in range(0, width, 2)}
+    colours = {tuple((image[y, x, :3] * 255).round().astype(int))
+               for y in range(0, height, 2) for x in range(0, width, 2)}
     for hex_colour in ("#4e79a7", "#f28e2b", "#59a14f"):
         assert tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)) in colours
 

@@ -7,6 +7,8 @@ task run with `--predict_only` (judged by the local judge).
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
@@ -98,9 +100,11 @@ def test_rejudged_run_is_in_lm_evals_format_under_the_original_model_name(rejudg
 def test_agreement_of_the_two_judges_and_the_leaderboard_refuses_them_side_by_side(runs, rejudged, capsys, tmp_path):
     out, *_ = rejudged
     samples = read_jsonl(runs.samples_file("gpt3-mixed"))
-    gold = {r["question"]: float(r["answer"].split("####")[-1].replace(",", "")) for r in read_jsonl(SHARED_DATA / "gsm8k" / "test.jsonl")}
+    gold = {r["question"]: float(r["answer"].split("####")[-1].replace(",", ""))
+            for r in read_jsonl(SHARED_DATA / "gsm8k" / "test.jsonl")}
     strict = {s["doc_id"]: s["gpt4_exact_match"] for s in samples}
-    tolerant = {s["doc_id"]: float(abs(_final_number(s["resps"][0][0]) - gold[s["doc"]["question"]]) <= 1) for s in samples}
+    tolerant = {s["doc_id"]: float(abs(_final_number(s["resps"][0][0]) - gold[s["doc"]["question"]]) <= 1)
+                for s in samples}
     lenient_only = {d for d in strict if tolerant[d] and not strict[d]}
     assert len(lenient_only) >= 4  # at least the 4 answers gpt3-mixed moved to gold + 1
 
@@ -113,6 +117,12 @@ def test_agreement_of_the_two_judges_and_the_leaderboard_refuses_them_side_by_si
     assert main(["leaderboard", str(runs.run_dir("gpt3-verifier")), str(out), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "judge differs: local:math-verify (gpt3-verifier.jsonl); openai:tolerant-judge (gpt3-mixed.jsonl)" in err
+    args = ["leaderboard", str(runs.run_dir("gpt3-verifier")), str(out), "--out", str(tmp_path)]
+    assert main([*args, "--allow-mixed"]) == 0
+    rows = {r["model"]: r for r in csv.DictReader(io.StringIO((tmp_path / "leaderboard.csv").read_text()))
+            if r["metric"] == "gpt4_exact_match"}
+    assert float(rows["gpt3-mixed.jsonl"]["value"]) == pytest.approx((right + len(lenient_only)) / 100)
+    assert rows["gpt3-mixed.jsonl"]["judge"] == "openai:tolerant-judge" and rows["gpt3-mixed.jsonl"]["rank"] == "1"
 
 
 def test_builtin_predict_only_gsm8k_run_is_judged_as_gsm8k_gpt4em(runs, tmp_path, capsys):

@@ -84,7 +84,8 @@ def test_results_without_samples_get_a_normal_interval_and_no_test(tmp_path, cap
     for row, value in ((a, 0.7), (b, 0.5)):  # mean ± 1.96 x 0.05 from the results file
         assert (float(row["ci_low"]), float(row["ci_high"])) == pytest.approx((value - 0.098, value + 0.098), abs=1e-4)
         assert (row["ci_method"], row["p_value"], row["diff_vs_top"]) == ("normal", "", "")
-    assert "model-b on gsm8k_gpt4em: no samples file, so no paired test" in (tmp_path / "out" / "leaderboard.md").read_text()
+    notes = (tmp_path / "out" / "leaderboard.md").read_text()
+    assert "model-b on gsm8k_gpt4em: no samples file, so no paired test" in notes
     for path in (tmp_path / "out").iterdir():
         assert KEY not in path.read_text(errors="replace")
     assert KEY not in capsys.readouterr().out
@@ -124,7 +125,8 @@ def _vlm_results(path, model, final, intermediate):
     path.write_text(json.dumps({
         "results": {"mathjudge_vlmjudge": group, "gsm8k_vlmjudge": task}, "model_name": model,
         "group_subtasks": {"mathjudge_vlmjudge": ["gsm8k_vlmjudge"]},
-        "higher_is_better": {"gsm8k_vlmjudge": {"final_correct": True, "intermediate_correct": True, "judge_failed": False}},
+        "higher_is_better": {"gsm8k_vlmjudge": {"final_correct": True, "intermediate_correct": True,
+                                                "judge_failed": False}},
         "configs": {"gsm8k_vlmjudge": {"dataset_path": "openai/gsm8k", "metadata": {"judge": {
             "backend": "gemini", "model": "gemini-2.5-pro", "prompt_version": "vlm_judge@abc"}}}},
         "n-samples": {"gsm8k_vlmjudge": {"original": 100, "effective": 100}}, "date": 1.0}))

@@ -142,7 +142,8 @@ def _rejudge(args) -> int:
     try:
         metadata = json.loads(args.metadata)
     except json.JSONDecodeError as exc:
-        raise ReportError(f"--metadata is not JSON ({exc.msg}): pass an object like '{{\"judge_backend\": \"local\"}}'") from None
+        raise ReportError(f"--metadata is not JSON ({exc.msg}): pass an object like "
+                          "'{\"judge_backend\": \"local\"}'") from None
     if not isinstance(metadata, dict):
         raise ReportError("--metadata must be a JSON object")
     if args.judge:

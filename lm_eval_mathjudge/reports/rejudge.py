@@ -33,6 +33,7 @@ FAMILIES = ("gpt4em", "vlmjudge")
 _BUILTIN = (("gsm8k", ("gsm8k",)), ("minerva_math", ("math500",)), ("hendrycks_math", ("math500",)),
             ("math500", ("math500",)), ("aime24", ("aime24",)), ("aime25", ("aime25",)),
             ("aime", ("aime24", "aime25")), ("omni", ("omnimath",)))
+_QUESTION_FIELDS = ("mj_question", "question", "problem", "Question", "Problem")
 _SAMPLES_NAME = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>\d{4}-\d{2}-\d{2}T[\d.\-]+)\.jsonl$")
 
 
@@ -116,7 +117,7 @@ def plan(sources: list[Source], docs: dict[str, list[dict]], chosen: list[str] |
 
 
 def _texts(doc: dict) -> set[str]:
-    return {doc[k] for k in ("mj_question", "question", "problem", "Question", "Problem") if isinstance(doc.get(k), str)}
+    return {doc[k] for k in _QUESTION_FIELDS if isinstance(doc.get(k), str)}
 
 
 def _norm(text: str | None) -> str:
