@@ -143,3 +143,52 @@ def test_vlm_tasks_rank_by_final_correct_and_groups_get_rows_without_tests(tmp_p
     assert [r["model"] for r in task_rows if r["metric"] == "intermediate_correct"] == ["b", "a"]  # rank order kept
     group = [r for r in rows if r["task"] == "mathjudge_vlmjudge"]
     assert [(r["model"], r["ci_method"], r["p_value"]) for r in group] == [("b", "none", ""), ("a", "none", "")]
+
+
+@pytest.mark.parametrize("source, chosen, targets", [
+    ("gsm8k_gpt4em", None, ["gsm8k_gpt4em"]),
+    ("gsm8k_vlmjudge", None, ["gsm8k_vlmjudge"]),
+    ("gsm8k_gpt4em", ["gsm8k_vlmjudge"], ["gsm8k_vlmjudge"]),  # another judge for the same data
+    ("gsm8k", None, ["gsm8k_gpt4em"]),  # lm-eval built-ins
+    ("gsm8k_cot_zeroshot", None, ["gsm8k_gpt4em"]),
+    ("minerva_math500", None, ["math500_gpt4em"]),
+    ("minerva_math_algebra", None, ["math500_gpt4em"]),  # only its MATH-500 problems will match
+    ("aime24", None, ["aime24_gpt4em"]),
+    ("aime25", ["aime25_vlmjudge", "gsm8k_gpt4em"], ["aime25_vlmjudge"]),
+    ("aime", None, ["aime24_gpt4em", "aime25_gpt4em"]),  # 1983-2024: routed by question text
+])
+def test_rejudge_maps_task_names_to_the_plugin_tasks_of_the_same_data(source, chosen, targets):
+    from lm_eval_mathjudge.reports.rejudge import targets_for
+
+    assert targets_for(source, chosen) == targets
+
+
+def test_rejudge_refuses_tasks_of_other_data():
+    from lm_eval_mathjudge.reports.rejudge import targets_for
+
+    with pytest.raises(ReportError, match="--tasks math500_gpt4em has no task for the data of gsm8k"):
+        targets_for("gsm8k", ["math500_gpt4em"])
+    with pytest.raises(ReportError, match="task 'mmlu': no data set of this plugin matches it"):
+        targets_for("mmlu", None)
+
+
+def test_rejudge_matches_docs_by_question_text_not_doc_id():
+    """A built-in `aime` run: its doc ids index AIME 1983-2024, ours index one year."""
+    from lm_eval_mathjudge.reports.rejudge import Source, plan
+    from lm_eval_mathjudge.reports.runs import Sample
+
+    def sample(doc_id, question, response):
+        return Sample("aime", doc_id, question, response, {}, None)
+
+    ours = {"aime24_gpt4em": [{"problem": "P24-a", "mj_question": "P24-a"},
+                              {"problem": "P24-b", "mj_question": "P24-b"}],
+            "aime25_gpt4em": [{"problem": "P25-a", "mj_question": "P25-a"}]}
+    source = Source("samples_aime_x.jsonl", "aime", "m", [
+        sample(900, "P24-b", "\\boxed{7}"), sample(3, "P1983-1", "\\boxed{1}"), sample(931, "P25-a", "\\boxed{9}"),
+        sample(901, "  P24-a\n", "\\boxed{5}")])  # whitespace differences do not matter
+    work = plan([source], ours, None)
+    assert work.indices == {"aime24_gpt4em": [1, 0], "aime25_gpt4em": [0]}
+    assert work.skipped == {"aime": 1}  # 1983 is in no data set of ours
+    assert [(r["task"], r["question"], r["response"], r["source"]) for r in work.records] == [
+        ("aime24_gpt4em", "P24-b", "\\boxed{7}", "aime:900"), ("aime25_gpt4em", "P25-a", "\\boxed{9}", "aime:931"),
+        ("aime24_gpt4em", "P24-a", "\\boxed{5}", "aime:901")]
