@@ -176,4 +176,8 @@ def _rejudge_model(sources: list[Source], output_path: str, metadata: dict, task
     tracker.save_results_aggregated(results=results, samples=samples)
     for task in results["configs"]:
         tracker.save_results_samples(task_name=task, samples=samples[task])
-    return os.path.join(output_path, safe, f"results_{tracker.date_id}.json")
+    written = os.path.join(output_path, safe, f"results_{getattr(tracker, 'date_id', '')}.json")
+    if not os.path.isfile(written):  # lm-eval logs a failed save as a warning only
+        raise ReportError(f"lm-eval could not write the results under {output_path}; is it writable? "
+                          "The judge replies obtained are cached (unless judge_cache is off): a rerun does not pay for them again")
+    return written
