@@ -179,5 +179,6 @@ def _rejudge_model(sources: list[Source], output_path: str, metadata: dict, task
     written = os.path.join(output_path, safe, f"results_{getattr(tracker, 'date_id', '')}.json")
     if not os.path.isfile(written):  # lm-eval logs a failed save as a warning only
         raise ReportError(f"lm-eval could not write the results under {output_path}; is it writable? "
-                          "The judge replies obtained are cached (unless judge_cache is off): a rerun does not pay for them again")
+                          "The judge replies obtained are cached (unless judge_cache is off): "
+                          "a rerun does not pay for them again")
     return written
