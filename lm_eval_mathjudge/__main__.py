@@ -1,8 +1,9 @@
-"""``python -m lm_eval_mathjudge``: small maintenance commands.
+"""``python -m lm_eval_mathjudge`` (or ``mathjudge``): maintenance and report commands.
 
     tasks-dir                     print the folder of task YAMLs (for --include_path)
     cache [--cache-dir DIR]       where the judge cache lives and how big it is
     cache --clear [--cache-dir]   delete the judge cache (only its files; saved generations are kept)
+    leaderboard, diff, agreement, rejudge   compare and re-judge runs (lm_eval_mathjudge.reports)
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ def main(argv: list[str] | None = None) -> int:
     cache = sub.add_parser("cache", help="show or clear the judge cache")
     cache.add_argument("--clear", action="store_true", help="delete the cache file (saved generations are kept)")
     cache.add_argument("--cache-dir", help="the cache folder (default: as the tasks resolve it)")
+    from .reports import cli as reports_cli  # argparse only; each command imports its own modules
+
+    reports_cli.add_commands(sub)
     args = parser.parse_args(argv)
+    if args.command in reports_cli.COMMANDS:
+        return reports_cli.run(args)
     if args.command == "tasks-dir":
         from ._startup import tasks_dir
 

@@ -1,0 +1,14 @@
+"""Reports on lm-eval runs: leaderboards, paired tests, judge agreement, re-judging.
+
+    runs.py         read lm-eval's results and samples files
+    stats.py        intervals, McNemar, paired bootstrap, Cohen's kappa (pure functions)
+    paired.py       two runs on one task and metric, doc by doc
+    leaderboard.py  the table (Markdown, CSV) and the mixed-judge check
+    chart.py        the chart (hand-written SVG; PNG through matplotlib)
+    html.py         the self-contained HTML page
+    agreement.py    judge vs judge, or judge vs labels
+    rejudge.py      replay saved samples through lm-eval with another judge
+    cli.py          the ``mathjudge`` subcommands
+
+Nothing here is imported by the task plugin; the CLI imports modules lazily.
+"""

@@ -1,0 +1,164 @@
+"""How far two judges agree: two judged runs on the same samples, or a run and a labels file.
+
+Pairs are matched by doc (doc_id + question hash). A pair whose judged responses
+differ is not a judge disagreement, so it is left out and counted; so is a pair
+where either judge failed (``judge_failed``), which says nothing about the answer.
+
+Labels file: JSONL, one record per doc with ``doc_id`` or ``question``
+(``problem``), a label (``label`` by default; true/false, 1/0, correct/incorrect,
+yes/no) and optionally ``task`` and ``metric``; a label applies to the task's
+primary metric unless it names another.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import stats
+from .runs import ReportError, Run, Sample, by_key, metric_label, primary_metric, question_hash, question_of
+
+_TRUE = {"1", "true", "correct", "yes", "y", "right"}
+_FALSE = {"0", "false", "incorrect", "no", "n", "wrong"}
+FAILED = "judge_failed"
+
+
+@dataclass
+class MetricAgreement:
+    task: str
+    metric: str
+    pairs: list[tuple[float, float]] = field(default_factory=list)
+    disagreements: list[dict[str, Any]] = field(default_factory=list)
+    response_differs: int = 0
+    judge_failed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        result = stats.cohen_kappa(self.pairs)
+        confusion: dict[str, dict[str, int]] = {}
+        for (x, y), count in sorted(result.confusion.items(), reverse=True):
+            confusion.setdefault(_label(x), {})[_label(y)] = count
+        return {"n": result.n, "agreement": result.agreement if result.n else None, "kappa": result.kappa,
+                "confusion": confusion, "excluded_response_differs": self.response_differs,
+                "excluded_judge_failed": self.judge_failed}
+
+
+def _label(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def between_runs(a: Run, b: Run) -> list[MetricAgreement]:
+    out = []
+    for task in sorted(set(a.tasks) & set(b.tasks)):
+        ta, tb = a.tasks[task], b.tasks[task]
+        if ta.is_group or tb.is_group:
+            continue
+        sa, sb = by_key(ta.samples()), by_key(tb.samples())
+        for metric in (m for m in ta.metrics if m in tb.metrics):
+            out.append(_agree(task, metric, [(s, sb.get(k)) for k, s in sa.items()], _reply))
+    if not out:
+        raise ReportError(f"{a.model} and {b.model} share no task with samples; agreement needs the same tasks")
+    return out
+
+
+def _agree(task: str, metric: str, pairs: list[tuple[Sample, Any]], b_reply) -> MetricAgreement:
+    result = MetricAgreement(task, metric)
+    failed = f"{FAILED},{metric.partition(',')[2]}"
+    for s, other in pairs:
+        if other is None or metric not in s.scores or metric not in _scores(other):
+            continue
+        if isinstance(other, Sample) and s.response is not None and other.response is not None \
+                and " ".join(s.response.split()) != " ".join(other.response.split()):
+            result.response_differs += 1
+            continue
+        if not metric.startswith(FAILED + ",") and (s.scores.get(failed) or _scores(other).get(failed)):
+            result.judge_failed += 1
+            continue
+        x, y = s.scores[metric], _scores(other)[metric]
+        result.pairs.append((x, y))
+        if x != y:
+            result.disagreements.append({
+                "task": task, "metric": metric_label(metric), "doc_id": s.doc_id, "question": s.question,
+                "response": s.response, "a": x, "b": y, "a_reply": _reply(s), "b_reply": b_reply(other)})
+    return result
+
+
+def _scores(other: Any) -> dict[str, float]:
+    return other.scores if isinstance(other, Sample) else other
+
+
+def _reply(sample: Any) -> str | None:
+    return (sample.record or {}).get("raw_reply") if isinstance(sample, Sample) else None
+
+
+# ---------------------------------------------------------------------- labels file
+def with_labels(a: Run, path: str, label_field: str = "label") -> list[MetricAgreement]:
+    records = _read_labels(path, label_field)
+    out = []
+    for task, result in sorted(a.tasks.items()):
+        if result.is_group or result.samples_path is None:
+            continue
+        samples = result.samples()
+        primary = primary_metric(list(result.metrics))
+        by_question = {question_hash(s.question): s for s in samples}
+        by_doc = {s.doc_id: s for s in samples}
+        grouped: dict[str, list[tuple[Sample, Any]]] = {}
+        for rec in records:
+            if rec.get("task") not in (None, task):
+                continue
+            q = rec.get("question")
+            s = by_question.get(question_hash(q)) if q is not None else by_doc.get(rec.get("doc_id"))
+            metric = _metric_key(rec.get("metric"), result.metrics) or primary
+            if s is not None and metric:
+                grouped.setdefault(metric, []).append((s, {metric: rec["label"]}))
+        out += [_agree(task, m, pairs, lambda other: None) for m, pairs in grouped.items()]
+    if not out:
+        raise ReportError(f"{path}: no label matches a sample of {a.model} (by question text, or doc_id when a "
+                          "record has no question); check that the labels are for the same docs")
+    return out
+
+
+def _metric_key(name: str | None, metrics: dict) -> str | None:
+    if name is None:
+        return None
+    return next((m for m in metrics if m == name or metric_label(m) == name), None)
+
+
+def _read_labels(path: str, label_field: str) -> list[dict[str, Any]]:
+    records = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = list(enumerate(fh, 1))
+    except OSError as exc:
+        raise ReportError(f"labels file {path}: {exc.strerror}") from None
+    for number, line in lines:
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ReportError(f"{path}:{number} is not valid JSON ({exc.msg})") from None
+        if label_field not in row:
+            raise ReportError(f"{path}:{number} has no {label_field!r} field (choose the field with --label-field)")
+        question = question_of(row)
+        if question is None and row.get("doc_id") is None:
+            raise ReportError(f"{path}:{number} has neither 'question'/'problem' nor 'doc_id'")
+        records.append({"question": question, "doc_id": row.get("doc_id"), "task": row.get("task"),
+                        "metric": row.get("metric"), "label": _label_value(row[label_field], path, number)})
+    return records
+
+
+def _label_value(value: Any, path: str, number: int) -> float:
+    text = str(value).strip().lower()
+    if isinstance(value, bool) or text in _TRUE | _FALSE:
+        return 1.0 if (value is True or text in _TRUE) else 0.0
+    if isinstance(value, (int, float)):
+        return float(value)
+    raise ReportError(f"{path}:{number}: label {value!r} is not true/false, 1/0 or correct/incorrect")
+
+
+def report(a_name: str, b_name: str, results: list[MetricAgreement]) -> dict[str, Any]:
+    tasks: dict[str, dict[str, Any]] = {}
+    for r in results:
+        tasks.setdefault(r.task, {})[metric_label(r.metric)] = r.as_dict()
+    return {"a": a_name, "b": b_name, "tasks": tasks}

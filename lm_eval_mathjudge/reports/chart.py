@@ -1,0 +1,119 @@
+"""The leaderboard chart: the primary metric per task, a bar per model, 95% error bars.
+
+The SVG is written by hand (no dependency, stable bytes for the docs); the PNG uses
+matplotlib, an optional extra (``pip install 'lm-eval-mathjudge[report]'``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+
+from .leaderboard import Board
+
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
+           "#9c755f", "#bab0ac")
+PNG_HINT = "the PNG chart needs matplotlib: pip install 'lm-eval-mathjudge[report]'"
+
+
+class MissingMatplotlib(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Bar:
+    task: str
+    metric: str
+    model: str
+    value: float
+    low: float | None
+    high: float | None
+
+
+def bars(board: Board) -> tuple[list[str], list[str], list[Bar]]:
+    """(tasks, models in first-seen rank order, bars of each task's primary metric)."""
+    chosen = [r for r in board.rows if r.primary]
+    tasks = list(dict.fromkeys(r.task for r in chosen))
+    models = list(dict.fromkeys(r.model for r in sorted(chosen, key=lambda r: r.rank)))
+    return tasks, models, [Bar(r.task, r.metric, r.model, r.value, r.ci_low, r.ci_high) for r in chosen]
+
+
+# ---------------------------------------------------------------------- SVG
+PLOT_H, TOP, LEFT, BAR_W, GAP, LEGEND_ROW, MIN_WIDTH = 240, 40, 56, 22, 28, 18, 320
+
+
+def svg(board: Board, title: str = "Leaderboard (primary metric, 95% CI)") -> str:
+    tasks, models, items = bars(board)
+    bars_w = BAR_W * len(models)
+    group_w = max(bars_w + GAP, (MIN_WIDTH - LEFT - 20) / max(1, len(tasks)))  # few tasks: spread, centred
+    width = round(LEFT + group_w * len(tasks) + 20)
+    legend_top = TOP + PLOT_H + 46
+    height = legend_top + LEGEND_ROW * len(models) + 10
+    y = lambda v: TOP + PLOT_H * (1 - max(0.0, min(1.0, v)))  # noqa: E731  -- metrics are shares in [0, 1]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+           f"<title>{escape(title)}</title>", '<rect width="100%" height="100%" fill="white"/>',
+           f'<text x="{LEFT}" y="20" font-size="13" font-weight="bold">{escape(title)}</text>']
+    for tick in range(0, 11, 2):
+        ty = y(tick / 10)
+        out.append(f'<line class="grid" x1="{LEFT}" y1="{ty:.1f}" x2="{width - 20}" y2="{ty:.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{LEFT - 6}" y="{ty + 4:.1f}" text-anchor="end">{tick / 10:.1f}</text>')
+    for t, task in enumerate(tasks):
+        x0 = LEFT + t * group_w + (group_w - bars_w) / 2
+        out.append(f'<text class="task" x="{x0 + bars_w / 2:.1f}" y="{TOP + PLOT_H + 16}" '
+                   f'text-anchor="middle">{escape(task)}</text>')
+        for item in (b for b in items if b.task == task):
+            i = models.index(item.model)
+            out += _svg_bar(x0 + i * BAR_W, item, PALETTE[i % len(PALETTE)], y)
+    out.append(f'<line x1="{LEFT}" y1="{TOP + PLOT_H}" x2="{width - 20}" y2="{TOP + PLOT_H}" stroke="#333"/>')
+    for i, model in enumerate(models):
+        ly = legend_top + i * LEGEND_ROW
+        out.append(f'<rect class="legend" x="{LEFT}" y="{ly - 10}" width="12" height="12" '
+                   f'fill="{PALETTE[i % len(PALETTE)]}"/>')
+        out.append(f'<text x="{LEFT + 18}" y="{ly}">{escape(model)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _svg_bar(x: float, item: Bar, colour: str, y) -> list[str]:
+    label = f"{item.model} on {item.task}: {item.metric} {item.value:.3f}"
+    parts = [f'<rect class="bar" x="{x + 2:.1f}" y="{y(item.value):.1f}" width="{BAR_W - 4}" '
+             f'height="{y(0) - y(item.value):.1f}" fill="{colour}" data-model="{escape(item.model)}" '
+             f'data-task="{escape(item.task)}" data-value="{item.value:.6f}"><title>{escape(label)}</title></rect>']
+    if item.low is not None and item.high is not None:
+        cx = x + BAR_W / 2
+        lo, hi = y(item.low), y(item.high)
+        parts.append(f'<g class="errorbar" data-low="{item.low:.6f}" data-high="{item.high:.6f}" stroke="#222">'
+                     f'<line x1="{cx:.1f}" y1="{hi:.1f}" x2="{cx:.1f}" y2="{lo:.1f}"/>'
+                     f'<line x1="{cx - 4:.1f}" y1="{hi:.1f}" x2="{cx + 4:.1f}" y2="{hi:.1f}"/>'
+                     f'<line x1="{cx - 4:.1f}" y1="{lo:.1f}" x2="{cx + 4:.1f}" y2="{lo:.1f}"/></g>')
+    return parts
+
+
+# ---------------------------------------------------------------------- PNG
+def png(board: Board, path: str, title: str = "Leaderboard (primary metric, 95% CI)") -> None:
+    try:
+        import matplotlib
+    except ImportError:
+        raise MissingMatplotlib(PNG_HINT) from None
+    matplotlib.use("Agg", force=True)  # files only, never a window
+    import matplotlib.pyplot as plt
+
+    tasks, models, items = bars(board)
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 + 0.35 * len(models) * len(tasks) + 0.4 * len(tasks)), 3.6))
+    width = 0.8 / max(1, len(models))
+    for i, model in enumerate(models):
+        mine = {b.task: b for b in items if b.model == model}
+        xs = [t + (i - (len(models) - 1) / 2) * width for t, task in enumerate(tasks) if task in mine]
+        chosen = [mine[task] for task in tasks if task in mine]
+        errors = [[b.value - (b.low if b.low is not None else b.value) for b in chosen],
+                  [(b.high if b.high is not None else b.value) - b.value for b in chosen]]
+        ax.bar(xs, [b.value for b in chosen], width, yerr=errors, capsize=3, label=model,
+               color=PALETTE[i % len(PALETTE)])
+    ax.set_xticks(range(len(tasks)), tasks)
+    ax.set_ylim(0, 1)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,157 @@
+"""``mathjudge leaderboard | diff | agreement | rejudge``: argument parsing and dispatch.
+
+Only argparse is imported here; each command imports its modules when it runs,
+so ``mathjudge --help`` and the package import stay cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+COMMANDS = ("leaderboard", "diff", "agreement", "rejudge")
+
+
+def add_commands(sub) -> None:
+    board = sub.add_parser("leaderboard", help="table and chart of several runs, with intervals and paired tests")
+    board.add_argument("runs", nargs="+", metavar="RUN", help="lm_eval --output_path folders or results_*.json files")
+    board.add_argument("--out", required=True, metavar="DIR", help="folder for leaderboard.md/.csv/.html/.png/.svg")
+    board.add_argument("--allow-mixed", action="store_true",
+                       help="show runs judged differently (judge, prompt version, doc set) side by side")
+    _stats_args(board)
+
+    diff = sub.add_parser("diff", help="paired test of two runs on the same docs")
+    diff.add_argument("a", metavar="A")
+    diff.add_argument("b", metavar="B")
+    diff.add_argument("--metric", action="append", help="only this metric (repeatable)")
+    diff.add_argument("--json", action="store_true", help="print JSON")
+    _stats_args(diff)
+
+    agree = sub.add_parser("agreement", help="agreement of two judged runs, or of a run with labels")
+    agree.add_argument("a", metavar="A")
+    agree.add_argument("b", metavar="B", nargs="?")
+    agree.add_argument("--labels", metavar="FILE", help="JSONL of doc_id or question + label, instead of B")
+    agree.add_argument("--label-field", default="label", help="the labels file's label field (default: label)")
+    agree.add_argument("--disagreements", metavar="FILE", help="write the disagreeing samples here (JSONL)")
+    agree.add_argument("--json", action="store_true", help="print JSON")
+
+    rejudge = sub.add_parser("rejudge", help="judge the samples of an earlier --log_samples run again")
+    rejudge.add_argument("samples", nargs="+", metavar="SAMPLES", help="samples_<task>_<time>.jsonl files")
+    rejudge.add_argument("--output_path", "--output-path", required=True, metavar="DIR")
+    rejudge.add_argument("--metadata", default="{}", help="judge settings as lm_eval --metadata JSON")
+    rejudge.add_argument("--judge", metavar="BACKEND[:MODEL]", help="shorthand for judge_backend / judge_model")
+    rejudge.add_argument("--tasks", help="comma-separated plugin tasks to judge as (default: same data set, GPT4-EM)")
+
+
+def _stats_args(parser) -> None:
+    parser.add_argument("--iters", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+
+
+def run(args) -> int:
+    from ..errors import MathJudgeError
+
+    command = {"leaderboard": _leaderboard, "diff": _diff, "agreement": _agreement, "rejudge": _rejudge}[args.command]
+    try:
+        return command(args)
+    except MathJudgeError as exc:
+        print(f"mathjudge {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _leaderboard(args) -> int:
+    from . import chart, html, leaderboard
+    from .runs import load_runs
+
+    board = leaderboard.build(load_runs(args.runs), allow_mixed=args.allow_mixed, iters=args.iters, seed=args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    files = {"leaderboard.md": leaderboard.to_markdown(board), "leaderboard.csv": leaderboard.to_csv(board),
+             "leaderboard.svg": chart.svg(board), "leaderboard.html": html.render(board)}
+    for name, text in files.items():
+        with open(os.path.join(args.out, name), "w", encoding="utf-8") as fh:
+            fh.write(text)
+    try:
+        chart.png(board, os.path.join(args.out, "leaderboard.png"))
+    except chart.MissingMatplotlib as exc:
+        print(f"mathjudge leaderboard: {exc}; the other files are written", file=sys.stderr)
+    sys.stdout.write(leaderboard.to_markdown(board))
+    print(f"\nwritten to {args.out}/leaderboard.{{md,csv,html,svg,png}}")
+    return 0
+
+
+def _diff(args) -> int:
+    from .leaderboard import fmt, fmt_p
+    from .paired import compare_runs
+    from .runs import ReportError, load_one
+
+    a, b = load_one(args.a), load_one(args.b)
+    found = compare_runs(a, b, args.metric, iters=args.iters, seed=args.seed)
+    if not found:
+        raise ReportError(f"{a.model} and {b.model} share no task with samples files (run lm_eval with --log_samples)")
+    if args.json:
+        print(json.dumps({"a": a.model, "b": b.model, "iters": args.iters, "seed": args.seed,
+                          "comparisons": [c.as_dict() for c in found]}, indent=2))
+        return 0
+    print(f"A = {a.model}\nB = {b.model}\n")
+    print("| task | metric | n | A | B | A - B [95% CI] | A only | B only | p (McNemar) |")
+    print("|---|---|---:|---:|---:|---|---:|---:|---:|")
+    for c in found:
+        d = c.as_dict()
+        print(f"| {c.task} | {d['metric']} | {c.n} | {fmt(c.a)} | {fmt(c.b)} | {fmt(c.diff)} "
+              f"[{fmt(c.ci_low)}, {fmt(c.ci_high)}] | {c.a_only} | {c.b_only} | {fmt_p(c.p_value)} |")
+    return 0
+
+
+def _agreement(args) -> int:
+    from . import agreement
+    from .leaderboard import fmt
+    from .runs import ReportError, load_one
+
+    if (args.b is None) == (args.labels is None):
+        raise ReportError("give either a second run B or --labels FILE")
+    a = load_one(args.a)
+    if args.labels:
+        found, b_name = agreement.with_labels(a, args.labels, args.label_field), args.labels
+    else:
+        b = load_one(args.b)
+        found, b_name = agreement.between_runs(a, b), b.model
+    if args.disagreements:
+        with open(args.disagreements, "w", encoding="utf-8") as fh:
+            for item in (d for r in found for d in r.disagreements):
+                fh.write(json.dumps(item, ensure_ascii=False) + "\n")
+    result = agreement.report(a.model, b_name, found)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"A = {a.model}\nB = {b_name}\n")
+    print("| task | metric | n | agreement | Cohen's kappa | confusion (A\\B) |")
+    print("|---|---|---:|---:|---:|---|")
+    for task, metrics in result["tasks"].items():
+        for metric, m in metrics.items():
+            confusion = "; ".join(f"{x}\\{y}: {n}" for x, row in m["confusion"].items() for y, n in row.items())
+            print(f"| {task} | {metric} | {m['n']} | {fmt(m['agreement'])} | {fmt(m['kappa'])} | {confusion} |")
+    return 0
+
+
+def _rejudge(args) -> int:
+    from .rejudge import rejudge
+    from .runs import ReportError
+
+    try:
+        metadata = json.loads(args.metadata)
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"--metadata is not JSON ({exc.msg}): pass an object like "
+                          "'{\"judge_backend\": \"local\"}'") from None
+    if not isinstance(metadata, dict):
+        raise ReportError("--metadata must be a JSON object")
+    if args.judge:
+        backend, _, model = args.judge.partition(":")
+        metadata["judge_backend"] = backend  # the explicit flag wins over --metadata
+        if model:
+            metadata["judge_model"] = model
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+    for path in rejudge(args.samples, args.output_path, metadata, tasks):
+        print(f"written {path}")
+    return 0

@@ -1,0 +1,222 @@
+"""The leaderboard: models x tasks x metrics with 95% intervals and a paired test against the top.
+
+Per task, models are ranked by the primary metric (``gpt4_exact_match`` or
+``final_correct``); for every metric, each model is compared with the best model on
+that task and metric, doc by doc (exact McNemar, paired-bootstrap interval of the
+difference). Cells judged differently (judge backend/model, prompt version, doc set)
+are refused side by side unless ``allow_mixed``, because their gap would measure the
+judges as much as the models.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import asdict, dataclass
+
+from . import stats
+from .paired import compare
+from .runs import ReportError, Run, Sample, TaskResult, doc_set_id, metric_label, primary_metric
+
+CSV_COLUMNS = ("model", "task", "metric", "n", "value", "ci_low", "ci_high", "ci_method", "p_value",
+               "diff_vs_top", "diff_ci_low", "diff_ci_high", "rank", "judge", "prompt_version", "data")
+
+
+@dataclass(frozen=True)
+class Row:
+    model: str
+    task: str
+    metric: str
+    n: int | None
+    value: float
+    ci_low: float | None
+    ci_high: float | None
+    ci_method: str
+    p_value: float | None  # vs the top model on this task and metric; None for the top model
+    diff_vs_top: float | None  # this model - top, with its paired-bootstrap interval
+    diff_ci_low: float | None
+    diff_ci_high: float | None
+    rank: int  # by the primary metric of the task
+    judge: str
+    prompt_version: str
+    data: str
+    primary: bool
+    is_top: bool  # the best model on this task and metric
+
+
+@dataclass(frozen=True)
+class Board:
+    rows: list[Row]
+    notes: list[str]
+    iters: int = stats.BOOTSTRAP_ITERS
+    seed: int = stats.BOOTSTRAP_SEED
+
+    def tasks(self) -> list[str]:
+        return list(dict.fromkeys(r.task for r in self.rows))
+
+
+def build(runs: list[Run], allow_mixed: bool = False, iters: int = stats.BOOTSTRAP_ITERS,
+          seed: int = stats.BOOTSTRAP_SEED) -> Board:
+    if not runs:
+        raise ReportError("no runs given")
+    rows, notes = [], []
+    for run in runs:
+        notes += [f"{run.model}: {p} is superseded by a newer result of the same task" for p in run.superseded]
+        notes += [f"{run.model}: {p} has no scores (--predict_only?); judge it with mathjudge rejudge"
+                  for p in run.unscored]
+    for task in sorted({t for run in runs for t in run.tasks}):
+        cells = [(run.model, run.tasks[task]) for run in runs if task in run.tasks]
+        task_rows, task_notes = _task_rows(task, cells, allow_mixed, iters, seed)
+        rows += task_rows
+        notes += task_notes
+    return Board(rows, notes, iters, seed)
+
+
+def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool, iters: int, seed: int):
+    samples = {model: (None if r.is_group or r.samples_path is None else r.samples()) for model, r in cells}
+    prov = {model: _provenance(r, samples[model]) for model, r in cells}
+    notes = [_mixed(task, prov, allow_mixed)]
+    notes += [f"{model} on {task}: no samples file, so no paired test (run lm_eval with --log_samples)"
+              for model, r in cells if samples[model] is None and not r.is_group]
+    metrics = list(dict.fromkeys(m for _, r in cells for m in r.metrics))
+    primary = primary_metric(metrics)
+    metrics.remove(primary)
+    metrics.insert(0, primary)
+    ranked = sorted(cells, key=lambda c: _sort_key(c[1], primary))
+    rank = {model: i + 1 for i, (model, _) in enumerate(ranked)}
+    rows = []
+    for metric in metrics:
+        have = [(m, r) for m, r in ranked if metric in r.metrics]
+        top_model, top = min(have, key=lambda c: _sort_key(c[1], metric))
+        for model, result in have:
+            rows.append(_row(task, metric, model, result, samples[model], top_model, samples[top_model],
+                             rank[model], prov[model], metric == primary, iters, seed))
+    return rows, [n for n in notes if n]
+
+
+def _sort_key(result: TaskResult, metric: str) -> float:
+    value = result.metrics.get(metric, (math.nan, None))[0]
+    if math.isnan(value):
+        return math.inf
+    return -value if result.higher_is_better.get(metric, True) else value
+
+
+def _provenance(result: TaskResult, samples: list[Sample] | None) -> tuple[str, str, str]:
+    judge = result.judge
+    name = f"{judge['backend']}:{judge['model']}" if judge.get("backend") else "lm-eval metric (no judge)"
+    data = f"{result.data}, {len(samples)} docs #{doc_set_id(samples)}" if samples else f"{result.data}, n={result.n}"
+    return name, str(judge.get("prompt_version") or "-"), data
+
+
+def _mixed(task: str, prov: dict[str, tuple[str, str, str]], allow_mixed: bool) -> str | None:
+    reasons = []
+    for i, what in enumerate(("judge", "prompt version", "data (doc set)")):
+        values: dict[str, list[str]] = {}
+        for model, p in prov.items():
+            values.setdefault(p[i], []).append(model)
+        if len(values) > 1:
+            reasons.append(f"{what} differs: " + "; ".join(f"{v} ({', '.join(ms)})" for v, ms in values.items()))
+    if not reasons:
+        return None
+    message = f"{task}: the runs were judged differently, so their gap is not only the models'. " + " | ".join(reasons)
+    if not allow_mixed:
+        raise ReportError(message + ". Re-judge them alike (mathjudge rejudge) or pass --allow-mixed "
+                          "to show them side by side anyway (paired tests use the common docs only).")
+    return message + " (shown side by side: --allow-mixed)"
+
+
+def _row(task, metric, model, result, samples, top_model, top_samples, rank, prov, primary, iters, seed) -> Row:
+    value, stderr = result.metrics[metric]
+    low, high, method, n = _interval(value, stderr, result.n, samples, metric)
+    p = diff = d_low = d_high = None
+    if model != top_model and samples is not None and top_samples is not None:
+        c = compare(task, metric, samples, top_samples, iters, seed)  # this - top
+        if c.n:
+            p, diff, d_low, d_high = c.p_value, c.diff, c.ci_low, c.ci_high
+    return Row(model, task, metric_label(metric), n, value, low, high, method, p, diff, d_low, d_high,
+               rank, prov[0], prov[1], prov[2], primary, model == top_model)
+
+
+def _interval(value, stderr, n, samples, metric):
+    if samples is not None:
+        scores = [s.scores[metric] for s in samples if metric in s.scores]
+        if scores and all(v in (0.0, 1.0) for v in scores):
+            return (*stats.wilson_interval(int(sum(scores)), len(scores)), "wilson", len(scores))
+        n = len(scores) or n
+    if stderr is not None and not math.isnan(stderr):
+        return (*stats.normal_interval(value, stderr), "normal", n)
+    return None, None, "none", n
+
+
+# ---------------------------------------------------------------------- text outputs
+def to_csv(board: Board) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in board.rows:
+        values = asdict(row)
+        writer.writerow(["" if values[c] is None else _csv_value(values[c]) for c in CSV_COLUMNS])
+    return out.getvalue()
+
+
+def _csv_value(value):
+    return f"{value:.10g}" if isinstance(value, float) else value  # 10 digits: no 0.08000000000000002
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return ""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def task_table(board: Board, task: str) -> tuple[list[str], list[list[str]]]:
+    """Header and cells of one task's table: a line per model, ranked by the primary metric."""
+    rows = [r for r in board.rows if r.task == task]
+    metrics = list(dict.fromkeys(r.metric for r in rows))
+    models = sorted(dict.fromkeys(r.model for r in rows), key=lambda m: next(r.rank for r in rows if r.model == m))
+    header = ["#", "model", *(f"{m} [95% CI]" for m in metrics), f"Δ {metrics[0]} vs top [95% CI]", "p (McNemar)",
+              "n", "judge", "prompt", "data"]
+    cells = []
+    for model in models:
+        mine = {r.metric: r for r in rows if r.model == model}
+        lead = mine.get(metrics[0])
+        first = next(iter(mine.values()))
+        diff = "top" if lead and lead.is_top else (
+            f"{fmt(lead.diff_vs_top)} [{fmt(lead.diff_ci_low)}, {fmt(lead.diff_ci_high)}]"
+            if lead and lead.diff_vs_top is not None else "")
+        cells.append([str(first.rank), model,
+                      *(_value_cell(mine.get(m)) for m in metrics), diff, fmt_p(lead.p_value if lead else None),
+                      str(first.n or ""), first.judge, first.prompt_version, first.data])
+    return header, cells
+
+
+def _value_cell(row: Row | None) -> str:
+    if row is None:
+        return ""
+    if row.ci_low is None:
+        return fmt(row.value)
+    return f"{fmt(row.value)} [{fmt(row.ci_low)}, {fmt(row.ci_high)}]"
+
+
+def methods(board: Board) -> str:
+    return ("Intervals: Wilson score 95% for per-sample 0/1 metrics, else mean ± 1.96·stderr. "
+            f"Δ vs top: paired bootstrap over docs ({board.iters:,} resamples, seed {board.seed}, percentile 95%). "
+            "p: exact two-sided McNemar test on the docs where exactly one of the two models is right.")
+
+
+def to_markdown(board: Board) -> str:
+    lines = ["# Leaderboard", ""]
+    for task in board.tasks():
+        header, cells = task_table(board, task)
+        lines += [f"## {task}", "", "| " + " | ".join(header) + " |",
+                  "|" + "|".join("---:" if h in ("#", "n") else "---" for h in header) + "|"]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
+        lines.append("")
+    lines += [f"_{methods(board)}_", ""]
+    lines += [f"- note: {n}" for n in board.notes]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,68 @@
+"""Paired comparison of two runs on one task and metric, doc by doc.
+
+``mathjudge diff`` prints these; the leaderboard computes one per model against
+the top model of each task and metric.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from . import stats
+from .runs import Run, Sample, by_key, metric_label
+
+
+@dataclass(frozen=True)
+class Comparison:
+    task: str
+    metric: str
+    n: int  # docs both runs scored
+    a: float  # mean of A on those docs
+    b: float
+    diff: float  # a - b
+    ci_low: float  # paired-bootstrap interval of the difference
+    ci_high: float
+    a_only: int  # docs only A got right (binary metrics)
+    b_only: int
+    p_value: float | None  # exact McNemar; None for non-binary metrics
+    test: str
+
+    def as_dict(self) -> dict:
+        out = asdict(self)
+        out["metric"] = metric_label(self.metric)
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+
+
+def compare(task: str, metric: str, a: list[Sample], b: list[Sample],
+            iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED) -> Comparison:
+    b_by_key = by_key(b)
+    pairs = [(s.scores[metric], b_by_key[s.key].scores[metric]) for s in a
+             if metric in s.scores and s.key in b_by_key and metric in b_by_key[s.key].scores]
+    xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
+    boot = stats.paired_bootstrap(xs, ys, iters=iters, seed=seed)
+    binary = all(v in (0.0, 1.0) for v in xs + ys)
+    a_only = sum(1 for x, y in pairs if x > y)
+    b_only = sum(1 for x, y in pairs if y > x)
+    n = len(pairs)
+    return Comparison(
+        task=task, metric=metric, n=n,
+        a=sum(xs) / n if n else math.nan, b=sum(ys) / n if n else math.nan,
+        diff=boot.diff, ci_low=boot.ci_low, ci_high=boot.ci_high, a_only=a_only, b_only=b_only,
+        p_value=stats.mcnemar_exact(a_only, b_only) if binary and n else None,
+        test="mcnemar_exact" if binary else "paired_bootstrap_only")
+
+
+def compare_runs(a: Run, b: Run, metrics: list[str] | None = None, iters: int = stats.BOOTSTRAP_ITERS,
+                 seed: int = stats.BOOTSTRAP_SEED) -> list[Comparison]:
+    """Every task both runs scored with samples, every metric both have (or those asked for)."""
+    out = []
+    for task in sorted(set(a.tasks) & set(b.tasks)):
+        ta, tb = a.tasks[task], b.tasks[task]
+        if ta.is_group or ta.samples_path is None or tb.samples_path is None:
+            continue
+        sa, sb = ta.samples(), tb.samples()
+        for metric in ta.metrics:
+            if metric in tb.metrics and (not metrics or metric_label(metric) in metrics):
+                out.append(compare(task, metric, sa, sb, iters, seed))
+    return out

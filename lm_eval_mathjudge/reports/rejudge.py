@@ -1,0 +1,184 @@
+"""Judge the samples of an earlier ``--log_samples`` run again, without the model.
+
+The samples' responses are matched to this plugin's docs by question text and
+replayed through lm-eval itself (``simple_evaluate`` with the ``mathjudge-replay``
+model, only the matched docs), and the output is written by lm-eval's own
+``EvaluationTracker``: the results and samples files are exactly lm-eval's, under
+the original run's model name, so the leaderboard, ``diff``, ``agreement`` and any
+other lm-eval tool read them.
+
+Sources: samples files of this plugin's tasks (judged or ``--predict_only``) and of
+lm-eval's built-in ``gsm8k*``, ``minerva_math*``, ``aime*`` tasks; a built-in task is
+judged as the plugin task of the same data set (``--tasks`` picks another judge,
+e.g. ``gsm8k_vlmjudge``). Docs of the source that are not in the plugin's data
+(say ``minerva_math_algebra`` beyond MATH-500) are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+
+from .runs import ReportError, Sample, load_samples, model_name, question_of
+
+log = logging.getLogger(__name__)
+
+DATASETS = ("gsm8k", "math500", "aime24", "aime25", "omnimath")
+FAMILIES = ("gpt4em", "vlmjudge")
+# lm-eval built-in task name (prefix) -> our data sets whose docs it may hold, first match wins
+_BUILTIN = (("gsm8k", ("gsm8k",)), ("minerva_math", ("math500",)), ("hendrycks_math", ("math500",)),
+            ("math500", ("math500",)), ("aime24", ("aime24",)), ("aime25", ("aime25",)),
+            ("aime", ("aime24", "aime25")), ("omni", ("omnimath",)))
+_QUESTION_FIELDS = ("mj_question", "question", "problem", "Question", "Problem")
+_SAMPLES_NAME = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>\d{4}-\d{2}-\d{2}T[\d.\-]+)\.jsonl$")
+
+
+@dataclass
+class Source:
+    path: str
+    task: str
+    model: str
+    samples: list[Sample]
+
+
+@dataclass
+class Plan:
+    model: str
+    records: list[dict] = field(default_factory=list)  # replay records: task, doc_id, question, response
+    indices: dict[str, list[int]] = field(default_factory=dict)  # target task -> doc indices to judge
+    skipped: dict[str, int] = field(default_factory=dict)  # source task -> samples with no doc of ours
+
+
+def read_source(path: str) -> Source:
+    match = _SAMPLES_NAME.match(os.path.basename(path))
+    if not os.path.isfile(path):
+        raise ReportError(f"{path}: no such samples file")
+    if match is None:
+        raise ReportError(f"{path}: not named like lm-eval's samples files (samples_<task>_<time>.jsonl), so its "
+                          "task is unknown; pass the files lm_eval --log_samples wrote")
+    task, stamp = match["task"], match["stamp"]
+    results = os.path.join(os.path.dirname(path), f"results_{stamp}.json")
+    if os.path.isfile(results):
+        with open(results, encoding="utf-8") as fh:
+            model = model_name(json.load(fh))
+    else:  # lm-eval puts samples under <output_path>/<sanitized model name>/
+        model = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    return Source(path, task, model, load_samples(path, task))
+
+
+def datasets_of(task: str) -> tuple[str, ...]:
+    for name in DATASETS:
+        if any(task == f"{name}_{family}" for family in FAMILIES):
+            return (name,)
+    for prefix, names in _BUILTIN:
+        if task.startswith(prefix):
+            return names
+    raise ReportError(f"task {task!r}: no data set of this plugin matches it (known: {', '.join(DATASETS)}, and "
+                      "lm-eval's gsm8k*, minerva_math*, aime* tasks)")
+
+
+def targets_for(task: str, chosen: list[str] | None) -> list[str]:
+    names = datasets_of(task)
+    if chosen:
+        picked = [t for t in chosen if t.rsplit("_", 1)[0] in names]
+        if not picked:
+            raise ReportError(f"--tasks {','.join(chosen)} has no task for the data of {task} ({', '.join(names)})")
+        return picked
+    if task in {f"{n}_{f}" for n in names for f in FAMILIES}:
+        return [task]
+    return [f"{name}_gpt4em" for name in names]
+
+
+def plan(sources: list[Source], docs: dict[str, list[dict]], chosen: list[str] | None) -> Plan:
+    """Match every source sample to a doc of a target task by question text."""
+    from ..replay import _question_of as replay_question  # the text replay matches requests by
+
+    result = Plan(sources[0].model)
+    index = {t: {_norm(text): i for i, doc in enumerate(d) for text in _texts(doc)} for t, d in docs.items()}
+    for source in sources:
+        targets = targets_for(source.task, chosen)
+        for sample in source.samples:
+            hit = next(((t, index[t][_norm(sample.question)]) for t in targets
+                        if sample.question and _norm(sample.question) in index[t]), None)
+            if hit is None or sample.response is None:
+                result.skipped[source.task] = result.skipped.get(source.task, 0) + 1
+                continue
+            target, i = hit
+            if i in result.indices.setdefault(target, []):
+                continue  # the same doc in two sources: the first wins
+            result.indices[target].append(i)
+            result.records.append({"task": target, "doc_id": i, "question": replay_question(docs[target][i]),
+                                   "response": sample.response, "source": f"{source.task}:{sample.doc_id}"})
+    return result
+
+
+def _texts(doc: dict) -> set[str]:
+    return {doc[k] for k in _QUESTION_FIELDS if isinstance(doc.get(k), str)}
+
+
+def _norm(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def rejudge(paths: list[str], output_path: str, metadata: dict | None = None,
+            tasks: list[str] | None = None) -> list[str]:
+    """Re-judge the given samples files; returns the results files written (one per model)."""
+    sources = [read_source(p) for p in paths]
+    for source in sources:  # unknown tasks fail before lm-eval is even imported
+        targets_for(source.task, tasks)
+    by_model: dict[str, list[Source]] = {}
+    for source in sources:
+        by_model.setdefault(source.model, []).append(source)
+    return [_rejudge_model(group, output_path, dict(metadata or {}), tasks) for group in by_model.values()]
+
+
+def _rejudge_model(sources: list[Source], output_path: str, metadata: dict, tasks: list[str] | None) -> str:
+    from lm_eval.api.registry import model_registry
+    from lm_eval.evaluator import simple_evaluate
+    from lm_eval.loggers import EvaluationTracker
+    from lm_eval.utils import sanitize_model_name
+    from lm_eval.tasks import TaskManager
+
+    from .._startup import REPLAY_MODEL, tasks_dir
+
+    if REPLAY_MODEL not in model_registry:  # the start-up hook is off (MATHJUDGE_NO_AUTOLOAD)
+        model_registry.register(REPLAY_MODEL, target="lm_eval_mathjudge.replay:ReplayLM")
+    targets = list(dict.fromkeys(t for s in sources for t in targets_for(s.task, tasks)))
+    metadata = {**metadata, "rejudged_from": [s.path for s in sources]}  # recorded in each task's config
+    manager = TaskManager(include_path=tasks_dir(), include_defaults=False, metadata=metadata)
+    loaded = manager.load(targets)["tasks"]
+    docs = {name: list(task.eval_docs) for name, task in loaded.items()}
+    work = plan(sources, docs, tasks)
+    for task, count in work.skipped.items():
+        print(f"mathjudge rejudge: {count} sample(s) of {task} have no doc of this plugin's data "
+              "(matched by question text); skipped", file=sys.stderr)
+    if not work.records:
+        raise ReportError("no sample matches a doc of " + ", ".join(targets) + " by question text; are the samples "
+                          "from the same data set (check MATHJUDGE_DATA_DIR)?")
+    safe = sanitize_model_name(work.model)
+    replay = os.path.join(output_path, "rejudge-inputs", f"{safe}-responses.jsonl")
+    os.makedirs(os.path.dirname(replay), exist_ok=True)
+    with open(replay, "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in work.records)
+    tracker = EvaluationTracker(output_path=output_path)
+    chosen = [loaded[t] for t in work.indices]
+    results = simple_evaluate(model=REPLAY_MODEL, model_args={"path": replay}, tasks=chosen,
+                              samples={t: sorted(i) for t, i in work.indices.items()}, log_samples=True,
+                              task_manager=manager, evaluation_tracker=tracker, metadata=metadata)
+    # The generations are the original model's: record its name, not the replay file's.
+    tracker.general_config_tracker.model_name = work.model
+    tracker.general_config_tracker.model_name_sanitized = safe
+    samples = results.pop("samples")
+    tracker.save_results_aggregated(results=results, samples=samples)
+    for task in results["configs"]:
+        tracker.save_results_samples(task_name=task, samples=samples[task])
+    written = os.path.join(output_path, safe, f"results_{getattr(tracker, 'date_id', '')}.json")
+    if not os.path.isfile(written):  # lm-eval logs a failed save as a warning only
+        raise ReportError(f"lm-eval could not write the results under {output_path}; is it writable? "
+                          "The judge replies obtained are cached (unless judge_cache is off): "
+                          "a rerun does not pay for them again")
+    return written

@@ -1,0 +1,290 @@
+"""Read lm-eval's own output: ``results_<stamp>.json`` and ``samples_<task>_<stamp>.jsonl``.
+
+A RUN argument is a results file or a folder searched recursively (lm-eval writes
+``<output_path>/<model>/results_<stamp>.json``). Results files are grouped by the
+model name lm-eval recorded; when several results of one model hold the same task
+(a rerun), the newest wins. Samples files belong to the results file with the same
+time stamp, as lm-eval names them.
+
+Samples are matched across runs by doc: ``doc_id`` plus a hash of the question text,
+so two runs on different doc sets never pair by accident.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from ..errors import ConfigError
+from ..redact import redact
+
+PRIMARY_METRICS = ("gpt4_exact_match", "final_correct")  # first found leads the table
+_QUESTION_KEYS = ("mj_question", "question", "problem", "Question", "Problem")
+_NAME_KEYS = ("peft", "delta", "pretrained", "model", "path", "engine")  # lm-eval's own order
+_SECRET_HINTS = ("key", "token", "secret", "password", "credential", "auth")
+_STAMP = re.compile(r"results_(.+)\.json$")
+
+
+class ReportError(ConfigError):
+    """Input that cannot be reported on; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    task: str
+    doc_id: int
+    question: str | None
+    response: str | None
+    scores: dict[str, float]  # "metric,filter" -> value
+    record: dict[str, Any] | None  # our judge's JSON record (verdict, raw reply), if any
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return (self.doc_id, question_hash(self.question))
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    task: str
+    metrics: dict[str, tuple[float, float | None]]  # "metric,filter" -> (value, stderr)
+    higher_is_better: dict[str, bool]
+    n: int | None
+    judge: dict[str, Any]  # configs.<task>.metadata.judge, {} for tasks without our judge
+    data: str  # data set, config and split as recorded
+    results_path: str
+    samples_path: str | None
+    is_group: bool
+    date: float
+
+    def samples(self) -> list[Sample]:
+        if self.samples_path is None:
+            raise ReportError(f"{self.task}: no samples file next to {self.results_path}; "
+                              "rerun lm_eval with --log_samples to compare per sample")
+        return load_samples(self.samples_path, self.task)
+
+
+@dataclass
+class Run:
+    model: str
+    sources: list[str] = field(default_factory=list)
+    tasks: dict[str, TaskResult] = field(default_factory=dict)
+    superseded: list[str] = field(default_factory=list)  # older results of a task that a rerun replaced
+    unscored: list[str] = field(default_factory=list)  # results without scores (--predict_only)
+
+
+def judge_id(result: TaskResult) -> str:
+    """Who scored a task: judge backend:model @ prompt version (lm-eval's own metrics: none)."""
+    judge = result.judge
+    if not judge.get("backend"):
+        return "lm-eval metric (no judge)"
+    return f"{judge['backend']}:{judge['model']} @ {judge.get('prompt_version') or '-'}"
+
+
+def question_hash(question: str | None) -> str:
+    text = " ".join((question or "").split())
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def question_of(doc: dict[str, Any]) -> str | None:
+    for key in _QUESTION_KEYS:
+        if isinstance(doc.get(key), str):
+            return doc[key]
+    return None
+
+
+def metric_label(key: str) -> str:
+    """``gpt4_exact_match,none`` -> ``gpt4_exact_match``; other filters stay visible."""
+    name, _, filt = key.partition(",")
+    return name if filt in ("", "none") else f"{name} ({filt})"
+
+
+def primary_metric(metrics: list[str]) -> str | None:
+    for name in PRIMARY_METRICS:
+        for key in metrics:
+            if key.partition(",")[0] == name:
+                return key
+    return metrics[0] if metrics else None
+
+
+# ---------------------------------------------------------------------- finding files
+def results_files(arg: str) -> list[str]:
+    if os.path.isfile(arg):
+        return [arg]
+    if os.path.isdir(arg):
+        found = sorted(glob.glob(os.path.join(glob.escape(arg), "**", "results_*.json"), recursive=True))
+        if found:
+            return found
+        raise ReportError(f"{arg}: no results_*.json inside; pass lm_eval's --output_path folder or a results file")
+    raise ReportError(f"{arg}: no such file or folder")
+
+
+def load_runs(args: list[str]) -> list[Run]:
+    """Every model found under the arguments, in the order first seen."""
+    runs: dict[str, Run] = {}
+    for path in dict.fromkeys(p for arg in args for p in results_files(arg)):
+        data = _read_json(path)
+        model = model_name(data)
+        run = runs.setdefault(model, Run(model))
+        run.sources.append(path)
+        if not data["results"] or all(not _metrics(v) for v in data["results"].values()):
+            run.unscored.append(path)
+        for result in _task_results(path, data):
+            old = run.tasks.get(result.task)
+            if old is not None and judge_id(old) != judge_id(result):
+                raise ReportError(
+                    f"{model} has two results for {result.task} judged differently ({judge_id(old)} in "
+                    f"{old.results_path}, {judge_id(result)} in {result.results_path}); pass only one of them "
+                    "(mathjudge agreement compares two judges)")
+            if old is not None and old.date > result.date:
+                run.superseded.append(result.results_path)
+                continue
+            if old is not None:
+                run.superseded.append(old.results_path)
+            run.tasks[result.task] = result
+    return list(runs.values())
+
+
+def load_one(arg: str) -> Run:
+    runs = load_runs([arg])
+    if len(runs) != 1:
+        raise ReportError(f"{arg} holds results of {len(runs)} models ({', '.join(r.model for r in runs)}); "
+                          "pass the folder or results file of one model")
+    return runs[0]
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ReportError(f"{path}: not a readable lm-eval results file ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
+        raise ReportError(f"{path}: has no 'results' object; is it an lm-eval results_*.json?")
+    return data
+
+
+# ---------------------------------------------------------------------- model names
+def model_name(results: dict[str, Any]) -> str:
+    """The name lm-eval recorded; never a value that looks like a credential."""
+    name = results.get("model_name")
+    if not isinstance(name, str) or not name:
+        name = _name_from_args((results.get("config") or {}).get("model_args")) or "unknown-model"
+    return name if redact(name) == name else "***"
+
+
+def _name_from_args(args: Any) -> str | None:
+    if isinstance(args, str):  # "pretrained=x,api_key=..." as lm-eval keeps it
+        args = dict(part.split("=", 1) for part in args.split(",") if "=" in part)
+    if not isinstance(args, dict):
+        return None
+    for key in _NAME_KEYS:
+        if key in args and not any(hint in key.lower() for hint in _SECRET_HINTS):
+            return str(args[key])
+    return None
+
+
+# ---------------------------------------------------------------------- per-task results
+def _task_results(path: str, data: dict[str, Any]) -> Iterator[TaskResult]:
+    match = _STAMP.search(os.path.basename(path))
+    stamp = match.group(1) if match else None
+    groups = set(data.get("group_subtasks") or {})
+    for task, values in data["results"].items():
+        metrics = _metrics(values)
+        if not metrics:  # --predict_only: nothing was scored
+            continue
+        config = (data.get("configs") or {}).get(task) or {}
+        yield TaskResult(
+            task=task, metrics=metrics,
+            higher_is_better={k: bool((data.get("higher_is_better") or {}).get(task, {}).get(k.partition(",")[0], True))
+                              for k in metrics},
+            n=((data.get("n-samples") or {}).get(task) or {}).get("effective") or values.get("sample_len"),
+            judge=((config.get("metadata") or {}).get("judge") or {}),
+            data=_data_source(config), results_path=path,
+            samples_path=_samples_file(path, task, stamp), is_group=task in groups,
+            date=float(data.get("date") or os.path.getmtime(path)))
+
+
+def _metrics(values: dict[str, Any]) -> dict[str, tuple[float, float | None]]:
+    out = {}
+    for key, value in values.items():
+        if "," not in key or "_stderr," in key or not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        if key.startswith("bypass,"):
+            continue
+        name, _, filt = key.partition(",")
+        stderr = values.get(f"{name}_stderr,{filt}")
+        out[key] = (float(value), float(stderr) if isinstance(stderr, (int, float)) else None)
+    return out
+
+
+def _data_source(config: dict[str, Any]) -> str:
+    parts = [config.get("dataset_path"), config.get("dataset_name"), config.get("test_split")]
+    return " ".join(str(p) for p in parts if p) or "unknown"
+
+
+def _samples_file(results_path: str, task: str, stamp: str | None) -> str | None:
+    if stamp is None:
+        return None
+    path = os.path.join(os.path.dirname(results_path), f"samples_{task}_{stamp}.jsonl")
+    return path if os.path.isfile(path) else None
+
+
+# ---------------------------------------------------------------------- samples
+def load_samples(path: str, task: str) -> list[Sample]:
+    """One Sample per doc; lm-eval writes a line per (doc, filter), whose scores are merged."""
+    out: dict[int, Sample] = {}
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ReportError(f"{path}:{number} is not valid JSON ({exc.msg})") from None
+            sample = _sample(row, task)
+            seen = out.get(sample.doc_id)
+            out[sample.doc_id] = sample if seen is None else dataclasses.replace(
+                seen, scores={**seen.scores, **sample.scores})
+    return list(out.values())
+
+
+def _sample(row: dict[str, Any], task: str) -> Sample:
+    filt = row.get("filter", "none")
+    scores = {f"{m},{filt}": float(row[m]) for m in row.get("metrics") or []
+              if isinstance(row.get(m), (int, float)) and not isinstance(row.get(m), bool)}
+    record = _judge_record(row.get("filtered_resps"))
+    response = record.get("response") if record else _first_text(row.get("resps"))
+    return Sample(task, int(row.get("doc_id", -1)), question_of(row.get("doc") or {}), response, scores, record)
+
+
+def _judge_record(filtered: Any) -> dict[str, Any] | None:
+    text = _first_text(filtered)
+    if not text or not text.startswith("{"):
+        return None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) and "raw_reply" in record else None
+
+
+def _first_text(value: Any) -> str | None:
+    while isinstance(value, list) and value:
+        value = value[0]
+    return value if isinstance(value, str) else None
+
+
+def by_key(samples: list[Sample]) -> dict[tuple[int, str], Sample]:
+    return {s.key: s for s in samples}
+
+
+def doc_set_id(samples: list[Sample]) -> str:
+    """A short fingerprint of which docs a run covered (order-free)."""
+    keys = sorted({f"{doc_id}:{qhash}" for doc_id, qhash in (s.key for s in samples)})
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:8]

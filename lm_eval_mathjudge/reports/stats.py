@@ -1,0 +1,104 @@
+"""Statistics for comparing judged runs: intervals, paired tests, agreement.
+
+Pure functions on plain numbers and lists, no SciPy needed (the tests cross-check
+them against SciPy where it is installed).
+
+* ``wilson_interval``: 95% score interval of a proportion (k of n). Unlike the
+  normal interval it stays inside [0, 1] and is sane at 0/n and n/n.
+* ``normal_interval``: mean ± z·stderr, for metrics that are not proportions.
+* ``mcnemar_exact``: two-sided exact McNemar test on the discordant pairs (a binomial
+  test of b against b + c at p = 1/2).
+* ``paired_bootstrap``: percentile interval of the mean paired difference, resampling
+  docs with replacement under a fixed seed.
+* ``cohen_kappa``: chance-corrected agreement of two raters on the same items.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Hashable, Sequence
+
+Z95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
+BOOTSTRAP_ITERS = 10_000
+BOOTSTRAP_SEED = 0
+
+
+def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    if n <= 0:
+        return (math.nan, math.nan)
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    # At 0/n and n/n one end is exactly 0 or 1; floating point would leave ~1e-18 there.
+    return (0.0 if k == 0 else max(0.0, centre - half), 1.0 if k == n else min(1.0, centre + half))
+
+
+def normal_interval(mean: float, stderr: float, z: float = Z95) -> tuple[float, float]:
+    return (mean - z * stderr, mean + z * stderr)
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided p-value; b, c = docs where only the first / only the second is right."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))
+    return float(min(Fraction(1), Fraction(2 * tail, 2 ** n)))  # exact: no float underflow for big n
+
+
+@dataclass(frozen=True)
+class PairedDiff:
+    n: int
+    diff: float  # mean(a) - mean(b)
+    ci_low: float
+    ci_high: float
+
+
+def paired_bootstrap(a: Sequence[float], b: Sequence[float], iters: int = BOOTSTRAP_ITERS,
+                     seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> PairedDiff:
+    """Percentile interval of mean(a - b) over docs resampled with replacement.
+
+    Resampling n docs with replacement only changes how often each distinct paired
+    difference occurs, so one multinomial draw over the distinct values replaces n
+    index draws: the same distribution, O(iters x distinct values) instead of
+    O(iters x n) (a 4,428-doc task costs milliseconds).
+    """
+    import numpy as np
+
+    if len(a) != len(b):
+        raise ValueError(f"paired samples differ in length ({len(a)} vs {len(b)})")
+    n = len(a)
+    if n == 0:
+        return PairedDiff(0, math.nan, math.nan, math.nan)
+    counts = Counter(x - y for x, y in zip(a, b))
+    values = np.array(sorted(counts))
+    probs = np.array([counts[v] for v in sorted(counts)]) / n
+    draws = np.random.default_rng(seed).multinomial(n, probs, size=iters)
+    means = draws @ values / n
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return PairedDiff(n, float(np.dot(values, probs)), float(low), float(high))
+
+
+@dataclass(frozen=True)
+class Agreement:
+    n: int
+    agreement: float
+    kappa: float | None  # None when chance agreement is 1 (both raters constant and equal)
+    confusion: dict[tuple[Hashable, Hashable], int]
+
+
+def cohen_kappa(pairs: Sequence[tuple[Hashable, Hashable]]) -> Agreement:
+    n = len(pairs)
+    confusion = Counter(pairs)
+    if n == 0:
+        return Agreement(0, math.nan, None, {})
+    observed = sum(count for (x, y), count in confusion.items() if x == y) / n
+    left, right = Counter(x for x, _ in pairs), Counter(y for _, y in pairs)
+    expected = sum(left[c] * right[c] for c in left) / (n * n)
+    kappa = None if expected == 1 else (observed - expected) / (1 - expected)
+    return Agreement(n, observed, kappa, dict(confusion))

@@ -1,0 +1,158 @@
+"""`mathjudge rejudge`: saved samples judged again without the model, written in lm-eval's own format.
+
+Two sources: a judged run of this plugin (re-judged by a second judge, a loopback
+OpenAI-protocol server, through the real openai SDK) and lm-eval's built-in `gsm8k`
+task run with `--predict_only` (judged by the local judge).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lm_eval.utils import get_file_task_name, get_results_filenames, get_sample_results_filenames
+
+from lm_eval_mathjudge.__main__ import main
+from tests.conftest import SHARED_DATA, read_jsonl
+from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY
+from tests.loopback import ChatCompletionsServer
+from tests.reports_fixtures import BUILTIN_LIMIT, three_runs
+
+MATHJUDGE = str(Path(sys.executable).with_name("mathjudge"))
+LABELS = SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
+JUDGE_MODEL = "tolerant-judge"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return three_runs(tmp_path_factory)
+
+
+def tolerant_judge(body: dict) -> str:
+    """A second judge that accepts a final answer within 1 of the reference (an off-by-one-tolerant grader)."""
+    prompt = body["messages"][-1]["content"]
+    reference = prompt.split("### Reference solution", 1)[1].split("### Student's solution", 1)[0]
+    student = prompt.split("### Student's solution", 1)[1].split("### How to grade", 1)[0]
+    gold = float(reference.strip().splitlines()[-1].split(":")[-1].replace(",", ""))
+    answer = _final_number(student)
+    ok = answer is not None and abs(answer - gold) <= 1
+    return (f"Error Analysis: The student's final answer is {answer} and the reference answer is {gold:g}.\n"
+            f"Final Verdict: {'Correct' if ok else 'Incorrect'}")
+
+
+def _final_number(text: str) -> float | None:
+    found = re.findall(r"-?\d[\d,]*\.?\d*", text.strip().splitlines()[-1])
+    return float(found[-1].replace(",", "").rstrip(".")) if found else None
+
+
+def _mathjudge(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
+    return subprocess.run([MATHJUDGE, *args], env={**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def rejudged(runs, tmp_path_factory):
+    """gpt3-mixed's samples, judged again by the tolerant loopback judge."""
+    out = tmp_path_factory.mktemp("rejudged")
+    with ChatCompletionsServer(tolerant_judge, models=(JUDGE_MODEL,)) as judge:
+        proc = _mathjudge(["rejudge", str(runs.samples_file("gpt3-mixed")), "--output_path", str(out),
+                           "--judge", f"openai:{JUDGE_MODEL}", "--metadata", json.dumps({"judge_base_url": judge.url})],
+                          {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(out / "cache"),
+                           "OPENAI_API_KEY": CANARY_KEY})
+        calls = judge.call_count
+        auth = {r.headers.get("authorization") for r in judge.requests}
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc, calls, auth
+
+
+def test_rejudged_run_is_in_lm_evals_format_under_the_original_model_name(rejudged):
+    out, proc, calls, auth = rejudged
+    files = [str(p) for p in out.rglob("*.json*")]
+    results_files = get_results_filenames(files)  # lm-eval's own helpers find them
+    samples_files = get_sample_results_filenames(files)
+    assert len(results_files) == 1 and len(samples_files) == 1
+    assert get_file_task_name(Path(samples_files[0]).stem) == "gsm8k_gpt4em"
+    assert Path(results_files[0]).parent.name == "gpt3-mixed.jsonl"  # <output_path>/<model>/ as lm_eval writes
+    results = json.loads(Path(results_files[0]).read_text())
+    assert results["model_name"] == "gpt3-mixed.jsonl" and results["lm_eval_version"]
+    assert results["n-samples"]["gsm8k_gpt4em"] == {"original": 100, "effective": 100}
+    judge = results["configs"]["gsm8k_gpt4em"]["metadata"]["judge"]
+    assert (judge["backend"], judge["model"], judge["run"]["judge_calls"]) == ("openai", JUDGE_MODEL, 100)
+    assert results["configs"]["gsm8k_gpt4em"]["metadata"]["rejudged_from"][0].endswith(".jsonl")
+    assert calls == 100 and auth == {f"Bearer {CANARY_KEY}"}
+    samples = read_jsonl(Path(samples_files[0]))
+    assert sorted(s["doc_id"] for s in samples) == list(range(100))
+    assert {"doc", "resps", "filtered_resps", "doc_hash", "gpt4_exact_match", "judge_failed"} <= set(samples[0])
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert CANARY_KEY.encode() not in path.read_bytes(), path
+    assert CANARY_KEY not in proc.stdout + proc.stderr
+
+
+def test_agreement_of_the_two_judges_and_the_leaderboard_refuses_them_side_by_side(runs, rejudged, capsys, tmp_path):
+    out, *_ = rejudged
+    samples = read_jsonl(runs.samples_file("gpt3-mixed"))
+    gold = {r["question"]: float(r["answer"].split("####")[-1].replace(",", ""))
+            for r in read_jsonl(SHARED_DATA / "gsm8k" / "test.jsonl")}
+    strict = {s["doc_id"]: s["gpt4_exact_match"] for s in samples}
+    tolerant = {s["doc_id"]: float(abs(_final_number(s["resps"][0][0]) - gold[s["doc"]["question"]]) <= 1)
+                for s in samples}
+    lenient_only = {d for d in strict if tolerant[d] and not strict[d]}
+    assert len(lenient_only) >= 4  # at least the 4 answers gpt3-mixed moved to gold + 1
+
+    assert main(["agreement", str(runs.run_dir("gpt3-mixed")), str(out), "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["tasks"]["gsm8k_gpt4em"]["gpt4_exact_match"]
+    right = int(sum(strict.values()))
+    assert m["confusion"] == {"1": {"1": right}, "0": {"1": len(lenient_only), "0": 100 - right - len(lenient_only)}}
+    assert m["agreement"] == pytest.approx(1 - len(lenient_only) / 100)
+
+    assert main(["leaderboard", str(runs.run_dir("gpt3-verifier")), str(out), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "judge differs: local:math-verify (gpt3-verifier.jsonl); openai:tolerant-judge (gpt3-mixed.jsonl)" in err
+    args = ["leaderboard", str(runs.run_dir("gpt3-verifier")), str(out), "--out", str(tmp_path)]
+    assert main([*args, "--allow-mixed"]) == 0
+    rows = {r["model"]: r for r in csv.DictReader(io.StringIO((tmp_path / "leaderboard.csv").read_text()))
+            if r["metric"] == "gpt4_exact_match"}
+    assert float(rows["gpt3-mixed.jsonl"]["value"]) == pytest.approx((right + len(lenient_only)) / 100)
+    assert rows["gpt3-mixed.jsonl"]["judge"] == "openai:tolerant-judge" and rows["gpt3-mixed.jsonl"]["rank"] == "1"
+
+
+def test_builtin_predict_only_gsm8k_run_is_judged_as_gsm8k_gpt4em(runs, tmp_path, capsys):
+    source = next(runs.builtin_dir.rglob("samples_gsm8k_*.jsonl"))
+    proc = _mathjudge(["rejudge", str(source), "--output_path", str(tmp_path), "--judge", "local"],
+                      {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(next(tmp_path.rglob("results_*.json")).read_text())
+    assert results["model_name"] == "gpt3-verifier.jsonl"
+    assert results["n-samples"]["gsm8k_gpt4em"]["effective"] == BUILTIN_LIMIT
+    labels = read_jsonl(LABELS)[:BUILTIN_LIMIT]
+    metric = results["results"]["gsm8k_gpt4em"]["gpt4_exact_match,none"]
+    assert metric == pytest.approx(sum(r["is_correct"] for r in labels) / BUILTIN_LIMIT)
+    # verdict by verdict, matched by question text
+    assert main(["agreement", str(tmp_path), "--labels", str(LABELS), "--label-field", "is_correct", "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["tasks"]["gsm8k_gpt4em"]["gpt4_exact_match"]
+    assert (m["n"], m["agreement"]) == (BUILTIN_LIMIT, 1.0)
+    # a doc set of 30 is not the 100 of the other runs: refused side by side
+    assert main(["leaderboard", str(runs.run_dir("gpt3-fixed")), str(tmp_path), "--out", str(tmp_path / "b")]) == 2
+    assert "data (doc set) differs" in capsys.readouterr().err
+
+
+def test_bad_rejudge_input_says_what_to_do(tmp_path, capsys):
+    stray = tmp_path / "outputs.jsonl"
+    stray.write_text("{}\n")
+    assert main(["rejudge", str(stray), "--output_path", str(tmp_path / "o")]) == 2
+    assert "not named like lm-eval's samples files" in capsys.readouterr().err
+    other = tmp_path / "samples_arc_easy_2026-01-01T00-00-00.000000.jsonl"
+    other.write_text("{}\n")
+    assert main(["rejudge", str(other), "--output_path", str(tmp_path / "o")]) == 2
+    assert "task 'arc_easy': no data set of this plugin matches it" in capsys.readouterr().err
+    assert main(["rejudge", str(other), "--output_path", str(tmp_path / "o"), "--metadata", "{judge"]) == 2
+    assert "--metadata is not JSON" in capsys.readouterr().err
