@@ -20,7 +20,7 @@ from lm_eval_mathjudge.generators.store import MediaStore
 from lm_eval_mathjudge.generators import _google
 from lm_eval_mathjudge.generators.veo import VeoGenerator
 from tests import media_fixtures as fx
-from tests.loopback.google_media_server import PROJECT, GoogleMediaServer
+from tests.loopback.google_media_server import ACCESS_TOKEN, PROJECT, GoogleMediaServer
 
 CANARY = "AIza-canary-media-0123456789abcdef"
 PROMPT = "Show the worked solution: 16 - 3 - 4 = 9 eggs, 9 * 2 = 18 dollars."
@@ -276,6 +276,21 @@ def test_an_expired_operation_is_forgotten_so_a_new_one_starts(server, script, t
         gen.generate(PROMPT, job)
     assert caught.value.kind == "job_gone" and job.id is None
     assert gen.generate(PROMPT, job).data == MP4
+
+
+def test_veo_with_project_location_and_adc(server, script, tmp_path, monkeypatch):
+    """The non-express Vertex AI path: a bearer token from ADC, project and location in the URL."""
+    script.spec = {"video": MP4, "polls": 1}
+    monkeypatch.delenv("GEMINI_API_KEY")
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "my-project")
+    monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", "us-central1")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", server.adc_file(str(tmp_path / "adc.json")))
+    gen, job = veo(tmp_path)
+    assert gen.generate(PROMPT, job).data == MP4
+    [create] = [r for r in server.requests if r.path.endswith(":predictLongRunning")]
+    assert create.path == ("/v1beta1/projects/my-project/locations/us-central1/publishers/google/models/"
+                           "veo-3.0-generate-001:predictLongRunning")
+    assert create.headers["authorization"] == f"Bearer {ACCESS_TOKEN}" and "x-goog-api-key" not in create.headers
 
 
 # ----------------------------------------------------------------------- credentials and settings

@@ -29,12 +29,25 @@ from google.auth import exceptions as auth_errors
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from ..backends.gemini import _BAD_URL, _TIMEOUTS, _TRANSPORT, _name, _retry_after
+from ..backends.gemini import _BAD_URL, _TIMEOUTS, _TRANSPORT, _retry_after
 from ..errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
 from ..redact import redact
 from ..retry import transient_status
 
 T = TypeVar("T")
+
+
+def _requests_transport() -> tuple[type[BaseException], ...]:
+    """With an mTLS client certificate the SDK sends through google-auth's requests session instead of httpx."""
+    try:
+        import requests
+    except ImportError:
+        return ()
+    return (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+            requests.exceptions.ChunkedEncodingError)
+
+
+_REQUESTS_TRANSPORT = _requests_transport()
 
 GEMINI_API_CREDENTIALS = "GEMINI_API_KEY (or GOOGLE_API_KEY)"
 VERTEX_CREDENTIALS = ("GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION with application default credentials "
@@ -79,7 +92,7 @@ def make_client(adapter: str, model: str, *, vertex: bool, timeout: float) -> An
     needs = VERTEX_CREDENTIALS if vertex else GEMINI_API_CREDENTIALS
     api = "Vertex AI" if vertex else "the Gemini API"
     try:
-        return genai.Client(vertexai=vertex, http_options=options)
+        return genai.Client(vertexai=vertex, http_options=options, **_project(vertex))
     except (ValueError, auth_errors.GoogleAuthError) as exc:
         raise ConfigError(redact(f"--model {adapter} with model={model} runs on {api}, which needs {needs}: "
                                  f"the google-genai client could not be built ({exc})")) from None
@@ -146,6 +159,17 @@ def _iso_boxes_problem(data: bytes) -> str | None:
     return None
 
 
+def _project(vertex: bool) -> dict[str, str]:
+    """GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION passed on explicitly when both are set.
+
+    The SDK treats a GOOGLE_VERTEX_BASE_URL as an authenticating gateway (every
+    request sent to the bare URL) unless project and location are arguments;
+    passed on, the URL is an endpoint override like any other and ADC still apply.
+    """
+    project, location = os.environ.get("GOOGLE_CLOUD_PROJECT"), os.environ.get("GOOGLE_CLOUD_LOCATION")
+    return {"project": project, "location": location} if vertex and project and location else {}
+
+
 def call(fn: Callable[[], T], what: str) -> T:
     """Run one SDK call; map every failure to the project's error tree."""
     try:
@@ -157,7 +181,7 @@ def call(fn: Callable[[], T], what: str) -> T:
     except _BAD_URL as exc:
         raise FatalJudgeError(redact(f"{what}: bad endpoint: {exc} (check GOOGLE_GEMINI_BASE_URL / "
                                      "GOOGLE_VERTEX_BASE_URL)"), kind="config") from None
-    except (*_TRANSPORT, auth_errors.TransportError) as exc:
+    except (*_TRANSPORT, *_REQUESTS_TRANSPORT, auth_errors.TransportError) as exc:
         # A body cut short ends here too (RemoteProtocolError): retried, nothing half-read is kept.
         raise TransientJudgeError(redact(f"{what}: connection failed: {type(exc).__name__}: {exc}"),
                                   kind="connection") from None

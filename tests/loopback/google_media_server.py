@@ -19,6 +19,10 @@ Routes (any API version ``v1*``; with or without ``projects/P/locations/L/`` and
 ``{"code": 3, "message": ...}``), ``polls`` (fetches before a Veo operation is
 done), ``cut`` (send only the first N bytes of the body, then hang up).
 
+``POST /token`` plays Google's OAuth token endpoint for application default
+credentials whose ``token_uri`` points here (``adc_file``), so the Vertex AI
+project/location path runs with a bearer token and no network.
+
 Faults: ``inject()`` applies to create calls (generateContent, predict,
 predictLongRunning); ``inject_poll()`` to fetchPredictOperation calls.
 """
@@ -46,6 +50,7 @@ _ROUTES = {
     "poll": re.compile(_MODEL + r":fetchPredictOperation$"),
 }
 PROJECT = "projects/loopback-project/locations/us-central1"
+ACCESS_TOKEN = "ya29.loopback-access-token"
 
 MediaResponder = Callable[[str, str, dict], dict]
 
@@ -139,8 +144,29 @@ class GoogleMediaServer(LoopbackServer):
         return {"error": error}
 
     # -- routing --------------------------------------------------------------------
+    def adc_file(self, path: str) -> str:
+        """Write a service-account ADC file whose token endpoint is this server; returns its path.
+
+        (google-auth ignores ``token_uri`` in authorized_user files, but honours it for service accounts.)
+        """
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption()).decode()
+        info = {"type": "service_account", "project_id": "loopback-project", "private_key_id": "loopback-key",
+                "private_key": pem, "client_email": "generator@loopback-project.iam.gserviceaccount.com",
+                "client_id": "1234567890", "token_uri": f"{self.origin}/token"}
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(info, fh)
+        return path
+
     def route(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
         parts = urlsplit(path)
+        if method == "POST" and parts.path == "/token":
+            return Reply(200, {"access_token": ACCESS_TOKEN, "expires_in": 3600, "token_type": "Bearer",
+                               "scope": "https://www.googleapis.com/auth/cloud-platform"})
         for kind, pattern in _ROUTES.items():
             match = pattern.match(parts.path) if method == "POST" else None
             if match is None:
@@ -232,4 +258,4 @@ def _operation_response(name: str, spec: dict) -> dict:
     return {"name": name, "done": True, "response": response}
 
 
-__all__ = ["CutReply", "GoogleMediaServer", "PROJECT"]
+__all__ = ["ACCESS_TOKEN", "CutReply", "GoogleMediaServer", "PROJECT"]
