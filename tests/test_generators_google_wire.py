@@ -103,6 +103,15 @@ def test_gemini_image_model_on_vertex_when_asked(server, tmp_path):
     assert request.body["generationConfig"]["imageConfig"] == {"imageSize": "2K"}
 
 
+def test_the_sdk_switch_moves_gemini_image_models_to_vertex(server, tmp_path, monkeypatch):
+    """vertexai=auto follows GOOGLE_GENAI_USE_VERTEXAI, and then GOOGLE_VERTEX_BASE_URL is the endpoint."""
+    monkeypatch.setenv("GOOGLE_GENAI_USE_VERTEXAI", "true")
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", "http://127.0.0.1:9")  # would refuse the connection
+    gen = image_generator(tmp_path, vertexai="auto")
+    assert gen.generate(PROMPT, None).data == PNG and gen.options()["api"] == "vertex"
+    assert server.calls("content") == ["/v1beta1/publishers/google/models/gemini-2.5-flash-image:generateContent"]
+
+
 def test_the_last_non_thought_image_is_the_answer(server, script, tmp_path, monkeypatch):
     final = fx.png(width=30, height=30)
     response = {"candidates": [{"finishReason": "STOP", "content": {"role": "model", "parts": [
@@ -328,6 +337,15 @@ def test_gemini_api_without_a_key_names_the_variables(tmp_path, monkeypatch):
 def test_impossible_combinations_are_refused(tmp_path, model, options, words):
     with pytest.raises(ConfigError, match=words):
         image_generator(tmp_path, model, **options)
+
+
+def test_model_args_reach_the_generator_through_the_lm_class(server, tmp_path):
+    from lm_eval_mathjudge.generators.gemini_image import GeminiImageLM
+
+    with pytest.raises(ConfigError, match="vertexai"):
+        GeminiImageLM(model="gemini-2.5-flash-image", media_dir=str(tmp_path), vertexai="maybe")
+    lm = GeminiImageLM(model="imagen-4.0-generate-001", media_dir=str(tmp_path), seed="9", aspect_ratio="4:3")
+    assert lm.provenance()["options"] == {"api": "vertex", "number_of_images": 1, "seed": 9, "aspect_ratio": "4:3"}
 
 
 def test_veo_refuses_the_gemini_api(tmp_path):
