@@ -234,3 +234,23 @@ def test_a_job_the_server_forgot_is_started_again(tmp_path, openai_env):
         [answer] = _sora_lm(tmp_path).generate_until([Req("q")], disable_tqdm=True)
         assert server.count("create") == 1 and server.count("download") == 1  # after reset: one new job
     assert Path(answer).read_bytes() == MP4
+
+
+def test_an_image_cut_short_is_retried_and_never_stored(tmp_path, openai_env):
+    replies = iter([PNG[:-12], PNG])  # the first one lacks its IEND chunk
+    with OpenAIMediaServer(image_responder=lambda body: next(replies)) as server:
+        openai_env(server)
+        lm = _image_lm(tmp_path)
+        [answer] = lm.generate_until([Req("q")], disable_tqdm=True)
+        assert lm.stats["retries"] == 1 and server.count("images") == 2
+    assert Path(answer).read_bytes() == PNG and len(list((tmp_path / "media").glob("*.png"))) == 1
+
+
+def test_a_video_download_short_of_its_boxes_is_fetched_again(tmp_path, openai_env):
+    with OpenAIMediaServer(video_responder=lambda form: MP4, polls=1) as server:
+        openai_env(server)
+        server.inject(200, body=MP4[:-100], at="download")  # a consistent Content-Length, but the mdat is short
+        lm = _sora_lm(tmp_path)
+        [answer] = lm.generate_until([Req("q")], disable_tqdm=True)
+        assert server.count("download") == 2 and server.count("create") == 1
+    assert Path(answer).read_bytes() == MP4 and len(list((tmp_path / "media").glob("*.mp4"))) == 1

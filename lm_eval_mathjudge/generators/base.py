@@ -60,6 +60,8 @@ Writing a vendor generator (the interface other modules implement)
    attempt), ``poll_interval``, ``poll_timeout``, ``prompt`` (a template file with ``{{question}}``),
    ``retry_failures``.
 
+   (``settings.py`` parses the model_args, ``job.py`` holds ``Job``, ``store.py`` the media store.)
+
 3. Register the name in ``generators.ADAPTERS`` ("name" -> "module:Class"); ``_startup.py``
    registers every entry with lm-eval lazily.
 """
@@ -67,64 +69,31 @@ Writing a vendor generator (the interface other modules implement)
 from __future__ import annotations
 
 import logging
-import os
 import threading
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping, Protocol, TypeVar
+from typing import Any, Callable, Mapping, Protocol
 
 from lm_eval.api.model import LM
 
-from .. import prompts
-from ..config import _to_bool, default_cache_dir
-from ..errors import (ConfigError, FatalJudgeError, GenerationFailure, GenerationRunError, JudgeCallError,
-                      TransientJudgeError)
+from ..errors import ConfigError, FatalJudgeError, GenerationFailure, GenerationRunError, JudgeCallError, \
+    TransientJudgeError
 from ..media import sniff
 from ..pool import RateLimiter, run_bounded
 from ..redact import redact
 from ..retry import RetryPolicy, call_with_retries
 from . import failure_marker, record_provenance
+from .integrity import media_problem
+from .job import Job
+from .settings import GeneratorSettings, check_credentials, default_media_dir, load_template, split_model_args
 from .store import MediaStore, StoredMedia, request_key
+
+__all__ = ["GeneratedMedia", "Generator", "GeneratorLM", "GeneratorSettings", "Job", "default_media_dir"]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 KINDS = ("image", "video")
-_IGNORED_ARGS = ("batch_size", "max_batch_size", "device")  # lm-eval passes these to every model
-_SECRET_HINTS = ("key", "token", "secret", "password", "credential")
 _QUESTION_KEYS = ("mj_question", "question", "problem")
-MAX_RETRIES_LIMIT = 20
-
-
-@dataclass(frozen=True)
-class GeneratorSettings:
-    """The model_args every generator shares."""
-    model: str
-    media_dir: str
-    num_concurrent: int = 4
-    rpm: float = 0.0  # generation requests started per minute over all threads; 0 = unlimited
-    max_retries: int = 6
-    timeout: float = 300.0  # seconds per HTTP attempt (an image can take a minute to render)
-    poll_interval: float = 5.0  # seconds between status checks of a long-running job
-    poll_timeout: float = 1800.0  # seconds one job may run before the sample fails (the job stays recorded)
-    prompt: str | None = None  # a template file with {{question}}; None: ours for the media kind
-    retry_failures: bool = False  # ask again for prompts whose earlier failure was remembered
-
-    def __post_init__(self):
-        if not self.model:
-            raise ConfigError("a generator needs --model_args model=NAME")
-        if self.num_concurrent < 1 or self.rpm < 0 or self.timeout <= 0:
-            raise ConfigError("num_concurrent must be at least 1, rpm at least 0 and timeout positive")
-        if not 0 <= self.max_retries <= MAX_RETRIES_LIMIT:
-            raise ConfigError(f"max_retries must be between 0 and {MAX_RETRIES_LIMIT}")
-        if self.poll_interval < 0 or self.poll_timeout <= 0:
-            raise ConfigError("poll_interval must be at least 0 and poll_timeout positive")
-
-
-_SETTING_TYPES: dict[str, Callable[[Any], Any]] = {
-    "model": str, "media_dir": str, "num_concurrent": int, "rpm": float, "max_retries": int, "timeout": float,
-    "poll_interval": float, "poll_timeout": float, "prompt": str, "retry_failures": _to_bool}
 
 
 @dataclass(frozen=True)
@@ -144,43 +113,6 @@ class Generator(Protocol):
 
     def close(self) -> None:
         """Release the SDK client."""
-
-
-class Job:
-    """What one request knows about its vendor job, across attempts and across runs."""
-
-    def __init__(self, store: MediaStore, key: str, label: str, settings: GeneratorSettings,
-                 on_start: Callable[[], None] = lambda: None,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
-        self.key = key
-        self._store, self._label, self._settings = store, label, settings
-        self._on_start, self._sleep, self._clock = on_start, sleep, clock
-        self.id: str | None = store.job(key)
-        self.resumed = self.id is not None  # started by an earlier, interrupted run
-        self._deadline: float | None = None  # set on the first wait, kept across retries
-
-    def started(self, job_id: str) -> None:
-        self._store.record_job(self.key, job_id, self._label)
-        self.id = job_id
-        self._on_start()
-
-    def forget(self) -> None:
-        self._store.forget_job(self.key)
-        self.id = None
-
-    def wait(self, check: Callable[[], T | None], what: str) -> T:
-        if self._deadline is None:
-            self._deadline = self._clock() + self._settings.poll_timeout
-        while True:
-            result = check()
-            if result is not None:
-                return result
-            if self._clock() >= self._deadline:
-                raise GenerationFailure(
-                    f"{what} still running after {self._settings.poll_timeout:g}s (poll_timeout); it stays "
-                    "recorded, so rerunning the same command resumes polling it without paying again",
-                    kind="timeout", remember=False)
-            self._sleep(self._settings.poll_interval)
 
 
 @dataclass
@@ -207,9 +139,9 @@ class GeneratorLM(LM):
 
     def __init__(self, **model_args: Any):
         super().__init__()
-        self.settings, vendor_args = self._settings_from(model_args)
-        self._check_credentials()
-        self._template = self._load_template()
+        self.settings, vendor_args = split_model_args(self.ADAPTER, self.OPTIONS, model_args)
+        check_credentials(self.ADAPTER, self.CREDENTIALS)
+        self._template = load_template(self.KIND, self.settings.prompt)
         self._generator = self.build(self.settings, vendor_args)
         if self._generator.kind not in KINDS:
             raise ConfigError(f"{self.ADAPTER}: generator kind {self._generator.kind!r} is not one of {KINDS}")
@@ -227,54 +159,6 @@ class GeneratorLM(LM):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ configuration
-    @classmethod
-    def _settings_from(cls, model_args: dict[str, Any]) -> tuple[GeneratorSettings, dict[str, Any]]:
-        common: dict[str, Any] = {}
-        vendor: dict[str, Any] = {}
-        for name, value in model_args.items():
-            if name in _IGNORED_ARGS:
-                continue
-            parser = _SETTING_TYPES.get(name) or cls.OPTIONS.get(name)
-            if parser is None:
-                if any(hint in name.lower() for hint in _SECRET_HINTS):
-                    raise ConfigError(f"--model_args {name}=...: credentials are never read from model_args, "
-                                      "because lm-eval writes them to the results file; use the provider's "
-                                      "environment variable instead")
-                known = sorted(set(_SETTING_TYPES) | set(cls.OPTIONS))
-                raise ConfigError(f"{cls.ADAPTER}: unknown --model_args key {name!r}; known: {', '.join(known)}")
-            try:
-                parsed = parser(value)
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"{cls.ADAPTER}: --model_args {name}={value!r} is invalid ({exc})") from None
-            (common if name in _SETTING_TYPES else vendor)[name] = parsed
-        common.setdefault("media_dir", default_media_dir())
-        if "model" not in common:
-            raise ConfigError(f"--model {cls.ADAPTER} needs --model_args model=NAME")
-        return GeneratorSettings(**common), vendor
-
-    def _check_credentials(self, environ: Mapping[str, str] | None = None) -> None:
-        if self.CREDENTIALS is None:
-            return
-        environ = os.environ if environ is None else environ
-        names, hint = self.CREDENTIALS
-        if not any(environ.get(n, "").strip().lower() not in ("", "0", "false") for n in names):
-            raise ConfigError(f"--model {self.ADAPTER} needs credentials, and none of {', '.join(names)} "
-                              f"is set: {hint}")
-
-    def _load_template(self) -> prompts.Template:
-        if not self.settings.prompt:
-            return prompts.load(f"generator_{self.KIND}")
-        try:
-            with open(os.path.expanduser(self.settings.prompt), encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise ConfigError(f"prompt={self.settings.prompt}: cannot read it ({exc.strerror or exc})") from None
-        template = prompts.Template(name=f"custom_{self.KIND}", text=text)
-        if template.placeholders != {"question"}:
-            raise ConfigError(f"prompt={self.settings.prompt} must contain the placeholder {{{{question}}}} "
-                              "and no other")
-        return template
-
     def provenance(self) -> dict[str, Any]:
         return {"adapter": self.ADAPTER, "model": self.settings.model, "kind": self._generator.kind,
                 "options": dict(self._options), "prompt_version": self._template.version,
@@ -360,7 +244,10 @@ class GeneratorLM(LM):
             raise TransientJudgeError(f"the {self._generator.kind} returned is not a readable "
                                       f"{self._generator.kind} ({len(media.data)} bytes, looks like {found})",
                                       kind="bad_media")
-        return media.data, media.mime_type if media.mime_type and media.mime_type == found else found
+        problem = media_problem(media.data, found)
+        if problem:  # retried: never stored, never judged
+            raise TransientJudgeError(f"{self._label} returned a damaged file: {problem}", kind="truncated_media")
+        return media.data, found  # the bytes decide, whatever the vendor declared
 
     def _on_retry(self, error: JudgeCallError, delay: float) -> None:
         self._count("retries")
@@ -402,8 +289,3 @@ def _question(request) -> str:
         if isinstance(doc.get(name), str):
             return doc[name]
     return request.args[0]  # not one of our tasks: the task's own prompt
-
-
-def default_media_dir(environ: Mapping[str, str] | None = None) -> str:
-    environ = os.environ if environ is None else environ
-    return os.path.join(environ.get("MATHJUDGE_CACHE_DIR") or default_cache_dir(), "media")
