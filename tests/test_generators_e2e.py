@@ -165,3 +165,23 @@ def test_pregenerated_media_folder_scores_end_to_end(data_slice, tmp_path):
     assert "2.{png,jpg" in json.loads(first.samples(TASK)[2]["filtered_resps"][0])["error"]
     assert "1 samples have no media to judge (missing_media: 1)" in first.stderr
     _check_scores(second, "missing_media")
+
+
+def test_a_fatal_generator_error_stops_the_run_and_the_rerun_pays_only_for_the_rest(data_slice, tmp_path):
+    data_dir = data_slice(N)
+    with OpenAIMediaServer(image_responder=lambda body: RIGHT_IMAGE) as media, GeminiServer(_judge) as judge:
+        env = _env(data_dir, tmp_path, media)
+        media.inject(None, at="images")  # the first image goes through ...
+        media.inject(401, at="images")  # ... then the key is refused
+        args = ["--model", "mathjudge-openai-image", "--model_args", "model=gpt-image-1,num_concurrent=1",
+                "--tasks", TASK, "--limit", str(N), "--metadata", json.dumps({"vlm_judge_base_url": judge.url})]
+        failed = run_lm_eval(args, env, tmp_path / "out1")
+        assert failed.returncode != 0 and media.count("images") == 2 and judge.generate_calls == 0
+        assert "2 of 3 prompts got no media (aborted: 1, http_401: 1)" in failed.stderr
+        assert "check OPENAI_API_KEY" in failed.stderr and "rerunning the same command" in failed.stderr
+
+        rerun = run_lm_eval(args, env, tmp_path / "out2")
+        assert rerun.returncode == 0, rerun.stderr[-4000:]
+        assert media.count("images") == 2 + 2 and judge.generate_calls == N  # only the two missing images
+    assert rerun.results()["results"][TASK]["final_correct,none"] == 1.0
+    _no_canary(tmp_path, failed, rerun)
