@@ -10,15 +10,19 @@ with a named kind, a transient error for the retry layer, or a fatal error.
 from __future__ import annotations
 
 import base64
+import functools
+import os
+from dataclasses import dataclass, field
 
 import pytest
 
-from lm_eval_mathjudge.errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
+from lm_eval_mathjudge.errors import (ConfigError, FatalJudgeError, GenerationFailure, GenerationRunError,
+                                      TransientJudgeError)
 from lm_eval_mathjudge.generators.base import GeneratorSettings, Job
 from lm_eval_mathjudge.generators.gemini_image import GeminiImageGenerator
 from lm_eval_mathjudge.generators.store import MediaStore
-from lm_eval_mathjudge.generators import _google
 from lm_eval_mathjudge.generators.veo import VeoGenerator
+from lm_eval_mathjudge.retry import RetryPolicy
 from tests import media_fixtures as fx
 from tests.loopback.google_media_server import ACCESS_TOKEN, PROJECT, GoogleMediaServer
 
@@ -153,7 +157,6 @@ FAULTS = [
     pytest.param({"inject": {"drop": True}}, TransientJudgeError, "connection", id="dropped"),
     pytest.param({"inject": {"garbage": True}}, TransientJudgeError, "bad_response", id="html-200"),
     pytest.param({"spec": {"image": PNG, "cut": 60}}, TransientJudgeError, "connection", id="body-cut-short"),
-    pytest.param({"spec": {"image": PNG[:-20]}}, TransientJudgeError, "truncated_media", id="png-cut-short"),
     pytest.param({"inject": {"status": 403}}, FatalJudgeError, "http_403", id="403"),
     pytest.param({"inject": {"status": 404}}, FatalJudgeError, "http_404", id="404"),
 ]
@@ -251,7 +254,6 @@ OPERATION_ENDS = [
     pytest.param({"rai_reason": "Veo could not generate videos because the input violates the guidelines."},
                  GenerationFailure, "rai_filtered", False, id="rai-filtered"),
     pytest.param({"video": MP4, "cut": 100}, TransientJudgeError, "connection", True, id="fetch-cut-short"),
-    pytest.param({"video": MP4[:-100]}, TransientJudgeError, "truncated_media", True, id="mp4-cut-short"),
     pytest.param({"gcs_only": True}, GenerationFailure, "bad_response", False, id="gcs-uri-only"),
 ]
 
@@ -353,13 +355,46 @@ def test_veo_refuses_the_gemini_api(tmp_path):
         VeoGenerator(settings(tmp_path, "veo-3.0-generate-001"), {"vertexai": False})
 
 
-@pytest.mark.parametrize("data, mime, problem", [
-    (fx.png(), "image/png", None), (fx.png()[:-1], "image/png", "IEND"),
-    (fx.jpeg(), "image/jpeg", None), (fx.jpeg()[:-2], "image/jpeg", "end marker"),
-    (fx.mp4(64), "video/mp4", None), (fx.mp4(64)[:-1], "video/mp4", "cut short"),
-    (fx.mp4(64) + b"\x00\x00", "video/mp4", "stray bytes"), (fx.mov(64), "video/quicktime", None),
-    (b"\x00" * 16, "video/mp4", "ftyp"), (fx.webp(), "image/webp", None),
-])
-def test_media_completeness(data, mime, problem):
-    found = _google.media_problem(data, mime)
-    assert (found is None) if problem is None else (problem in found)
+# ----------------------------------------------------------------------- through the lm-eval class
+
+@dataclass
+class Req:
+    """The parts of an lm-eval Instance a generator reads."""
+    question: str
+    task_name: str = "gsm8k_vlmjudge"
+    doc_id: int = 0
+    args: tuple = ("task prompt", {})
+    doc: dict = field(init=False)
+
+    def __post_init__(self):
+        self.doc = {"mj_question": self.question}
+
+
+def test_an_image_cut_short_in_the_payload_is_retried_and_never_stored(server, script, tmp_path, monkeypatch):
+    answers = iter([{"image": PNG[:-20]}, {"image": PNG}])
+    server.media_responder = lambda kind, model, body: next(answers)
+    monkeypatch.setattr("lm_eval_mathjudge.generators.base.RetryPolicy",
+                        functools.partial(RetryPolicy, base_delay=0.01))
+    from lm_eval_mathjudge.generators.gemini_image import GeminiImageLM
+
+    lm = GeminiImageLM(model="gemini-2.5-flash-image", media_dir=str(tmp_path / "media"), max_retries=2)
+    [path] = lm.generate_until([Req("How many eggs are left?")], disable_tqdm=True)
+    assert open(path, "rb").read() == PNG and len(server.calls("content")) == 2
+    assert sorted(p.name for p in (tmp_path / "media").iterdir() if p.suffix == ".png") == [os.path.basename(path)]
+
+
+def test_a_video_cut_short_in_a_finished_operation_is_never_stored_nor_paid_again(server, script, tmp_path,
+                                                                                  monkeypatch):
+    """The same operation would answer the same damaged bytes: the run stops, the job stays recorded."""
+    script.spec = {"video": MP4[:-100], "polls": 0}
+    monkeypatch.setattr("lm_eval_mathjudge.generators.base.RetryPolicy",
+                        functools.partial(RetryPolicy, base_delay=0.01))
+    from lm_eval_mathjudge.generators.veo import VeoLM
+
+    lm = VeoLM(model="veo-3.0-generate-001", media_dir=str(tmp_path / "media"), max_retries=1, poll_interval=0)
+    with pytest.raises(GenerationRunError, match="truncated_media"):
+        lm.generate_until([Req("How many eggs are left?")], disable_tqdm=True)
+    [name] = server.operation_names()
+    assert len(server.calls("veo")) == 1 and server.fetches(name) == 2  # polled again, not started again
+    assert not [p for p in (tmp_path / "media").iterdir() if p.suffix == ".mp4"]
+    assert MediaStore(str(tmp_path / "media")).counts()["jobs"] == 1

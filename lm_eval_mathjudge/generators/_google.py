@@ -117,48 +117,6 @@ def check_vertex_auth(adapter: str, model: str, client: Any) -> None:
                           ) from None
 
 
-def whole(media: Any, model: str) -> Any:
-    """The media unchanged if its bytes are complete, else a transient error (never a cut file)."""
-    problem = media_problem(media.data, media.mime_type or "")
-    if problem:
-        raise TransientJudgeError(f"{model} returned a damaged file: {problem}", kind="truncated_media")
-    return media
-
-
-def media_problem(data: bytes, mime: str) -> str | None:
-    """Why ``data`` is not a complete file of its kind (PNG, JPEG, MP4/MOV), or None.
-
-    Other formats pass: ``base.py`` still checks their magic bytes.
-    """
-    if mime == "image/png":
-        return None if data.endswith(b"IEND\xaeB`\x82") else "the PNG has no IEND chunk (cut short)"
-    if mime == "image/jpeg":
-        return None if data.rstrip(b"\x00").endswith(b"\xff\xd9") else "the JPEG has no end marker (cut short)"
-    if mime in ("video/mp4", "video/quicktime"):
-        return _iso_boxes_problem(data)
-    return None
-
-
-def _iso_boxes_problem(data: bytes) -> str | None:
-    """Top-level ISO BMFF boxes must tile the file exactly, with an ftyp box first."""
-    if data[4:8] != b"ftyp":
-        return "the video does not start with an ftyp box"
-    offset = 0
-    while offset < len(data):
-        if len(data) - offset < 8:
-            return f"{len(data) - offset} stray bytes after the last box"
-        size = int.from_bytes(data[offset:offset + 4], "big")
-        if size == 1:  # 64-bit size follows the type
-            size = int.from_bytes(data[offset + 8:offset + 16], "big") if len(data) - offset >= 16 else 0
-        elif size == 0:  # runs to the end of the file
-            return None
-        if size < 8 or offset + size > len(data):
-            box = data[offset + 4:offset + 8].decode("latin-1")
-            return f"box {box!r} at byte {offset} needs {size} bytes, the file has {len(data) - offset} left (cut short)"
-        offset += size
-    return None
-
-
 def _project(vertex: bool) -> dict[str, str]:
     """GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION passed on explicitly when both are set.
 

@@ -132,7 +132,7 @@ def content_image(response: Any, model: str) -> GeneratedMedia:
               if p.inline_data is not None and p.inline_data.data and p.thought is not True
               and str(p.inline_data.mime_type or "").startswith("image/")]
     if images:  # the last one: image models may draft before the final picture
-        return _google.whole(GeneratedMedia(images[-1].data, images[-1].mime_type), model)
+        return GeneratedMedia(images[-1].data, images[-1].mime_type)
     if finish in _google.SAFETY_REASONS:
         raise GenerationFailure(f"{model} withheld the image (finish reason {finish})", kind=finish.lower())
     text = " ".join(p.text for p in parts if p.text and p.thought is not True).strip()
@@ -147,7 +147,7 @@ def imagen_image(response: Any, model: str) -> GeneratedMedia:
     with_bytes = [g for g in generated if g.image is not None and g.image.image_bytes]
     if with_bytes:
         image = with_bytes[0].image
-        return _google.whole(GeneratedMedia(image.image_bytes, image.mime_type), model)
+        return GeneratedMedia(image.image_bytes, image.mime_type)
     reasons = [g.rai_filtered_reason for g in generated if g.rai_filtered_reason]
     if reasons:
         raise GenerationFailure(redact(f"{model} filtered the image: {'; '.join(reasons)[:500]}"),

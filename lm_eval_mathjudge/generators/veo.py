@@ -12,7 +12,7 @@ always builds a Vertex AI client (credentials: ``_google.VERTEX_CREDENTIALS``).
 
 Outcomes of a finished operation:
 
-* a video -> checked to be a whole MP4, stored;
+* a video -> returned (the base checks it is a whole MP4 before storing it);
 * ``error`` -> the job is forgotten; rpc codes that mean "busy, try later"
   (RESOURCE_EXHAUSTED, UNAVAILABLE, INTERNAL, DEADLINE_EXCEEDED, ABORTED) are
   transient (a new job is started on retry), a usage-guidelines refusal is
@@ -115,8 +115,7 @@ def _video(result: Any, model: str, job: Job) -> GeneratedMedia:
     videos = [g.video for g in (getattr(result, "generated_videos", None) or []) if g.video is not None]
     with_bytes = [v for v in videos if v.video_bytes]
     if with_bytes:
-        return _google.whole(GeneratedMedia(with_bytes[0].video_bytes, with_bytes[0].mime_type or "video/mp4"),
-                             model)
+        return GeneratedMedia(with_bytes[0].video_bytes, with_bytes[0].mime_type or "video/mp4")
     job.forget()
     reasons = list(getattr(result, "rai_media_filtered_reasons", None) or [])
     if reasons or getattr(result, "rai_media_filtered_count", None):
