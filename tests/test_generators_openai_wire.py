@@ -254,3 +254,15 @@ def test_a_video_download_short_of_its_boxes_is_fetched_again(tmp_path, openai_e
         [answer] = lm.generate_until([Req("q")], disable_tqdm=True)
         assert server.count("download") == 2 and server.count("create") == 1
     assert Path(answer).read_bytes() == MP4 and len(list((tmp_path / "media").glob("*.mp4"))) == 1
+
+
+def test_the_same_prompt_in_two_tasks_is_generated_once_and_counted_per_task(tmp_path, openai_env):
+    with OpenAIMediaServer(image_responder=lambda body: PNG) as server:
+        openai_env(server)
+        answers = _image_lm(tmp_path).generate_until(
+            [Req("2+2", task_name="gsm8k_vlmjudge"), Req("2+2", task_name="math500_vlmjudge"), Req("3+3")],
+            disable_tqdm=True)
+        assert server.count("images") == 2
+    assert answers[0] == answers[1] == answers[2]  # same bytes from the server: one file
+    assert generators.provenance("gsm8k_vlmjudge")["run"]["unique_prompts"] == 2
+    assert generators.provenance("math500_vlmjudge")["run"]["requests"] == 1

@@ -115,11 +115,10 @@ class Generator(Protocol):
         """Release the SDK client."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Work:
     key: str
     prompt: str
-    tasks: set[str]
 
 
 @dataclass(frozen=True)
@@ -172,7 +171,7 @@ class GeneratorLM(LM):
                                              concurrency=self.settings.num_concurrent,
                                              desc=f"generating ({self.ADAPTER})", progress=not disable_tqdm,
                                              unit="media", thread_name="mathjudge-gen")))
-        self._record(slots, work, results)
+        self._record(slots, results)
         errors = [r.error for r in results.values() if r.error is not None]
         if errors:
             raise self._run_error(errors, len(results))
@@ -191,7 +190,7 @@ class GeneratorLM(LM):
         for request in requests:
             prompt = self._template.render(question=_question(request))
             key = request_key(self.ADAPTER, self.settings.model, self._options, prompt)
-            work.setdefault(key, _Work(key, prompt, set())).tasks.add(request.task_name)
+            work.setdefault(key, _Work(key, prompt))  # the same prompt twice (two tasks) is made once
             slots.append((request.task_name, key))
         return slots, work
 
@@ -258,7 +257,7 @@ class GeneratorLM(LM):
             self.stats[name] += 1
 
     # ------------------------------------------------------------------ reporting
-    def _record(self, slots: list[tuple[str, str]], work: dict[str, _Work], results: dict[str, _Result]) -> None:
+    def _record(self, slots: list[tuple[str, str]], results: dict[str, _Result]) -> None:
         for task in sorted({task for task, _ in slots}):
             keys = {key for t, key in slots if t == task}
             mine = [results[k] for k in keys]
