@@ -8,7 +8,8 @@ imported here. When lm-eval itself later imports ``lm_eval.tasks.manager`` or
 
 * wraps ``TaskManager.__init__`` so our task folder is searched first (a
   user's ``--include_path`` comes after it and can still override a task);
-* registers the ``mathjudge-replay`` model as a lazy registry entry.
+* registers the ``mathjudge-replay`` model and the generator models
+  (``generators.ADAPTERS``) as lazy registry entries.
 
 Set ``MATHJUDGE_NO_AUTOLOAD=1`` to switch this off; ``--include_path`` with
 the folder printed by ``python -m lm_eval_mathjudge tasks-dir`` is the
@@ -87,8 +88,11 @@ def _with_our_dir(include_path) -> list:
 def _register_models(module) -> None:
     from lm_eval.api.registry import model_registry
 
-    if REPLAY_MODEL not in model_registry:
-        model_registry.register(REPLAY_MODEL, target="lm_eval_mathjudge.replay:ReplayLM")
+    from lm_eval_mathjudge.generators import ADAPTERS  # a table of names only: no SDK, no lm-eval
+
+    for name, target in {REPLAY_MODEL: "lm_eval_mathjudge.replay:ReplayLM", **ADAPTERS}.items():
+        if name not in model_registry:
+            model_registry.register(name, target=target)
 
 
 _PATCHES = {"lm_eval.tasks.manager": _patch_task_manager, "lm_eval.models": _register_models}

@@ -30,15 +30,14 @@ import json
 import logging
 import sqlite3
 import threading
-import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from .cache import ReplyCache, request_key
 from .config import JudgeSettings
 from .errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MathJudgeError, MediaError, UnparseableReply
+from .pool import RateLimiter, run_bounded  # RateLimiter re-exported: tests import it from here
 from .redact import redact
 from .retry import MAX_DELAY, RetryPolicy, call_with_retries
 from .types import Backend, JudgeRequest, Outcome, Reply, clean_text
@@ -102,27 +101,6 @@ class JudgeStats:
                 "usage": dict(self.usage)}
 
 
-class RateLimiter:
-    """Spaces call starts evenly: at most ``rpm`` per minute over all threads."""
-
-    def __init__(self, rpm: float, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
-        self._interval = 60.0 / rpm if rpm > 0 else 0.0
-        self._next = 0.0
-        self._lock = threading.Lock()
-        self._clock, self._sleep = clock, sleep
-
-    def acquire(self) -> None:
-        if not self._interval:
-            return
-        with self._lock:
-            now = self._clock()
-            start = max(now, self._next)
-            self._next = start + self._interval
-        if start > now:
-            self._sleep(start - now)
-
-
 class JudgeClient:
     def __init__(self, backend: Backend, parse: Callable[[str], Any], settings: JudgeSettings,
                  template_version: str, cache: ReplyCache | None, *, progress: bool = True):
@@ -149,20 +127,18 @@ class JudgeClient:
         unique = dict(zip(keys, requests))
         self.stats.requests += len(requests)
         self.stats.unique += len(unique)
-        results: dict[str, Outcome] = {}
-        workers = max(1, min(self._settings.concurrency, len(unique)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mathjudge") as pool, \
-                _progress_bar(len(unique), desc, self._progress) as bar:
-            self._bar = bar
-            futures = {pool.submit(self._judge_one, key, req): key for key, req in unique.items()}
-            for future in as_completed(futures):
-                results[futures[future]] = future.result()
-                bar.update(1)
+        items = list(unique.items())
+        done = run_bounded(items, lambda item: self._judge_one(*item), concurrency=self._settings.concurrency,
+                           desc=desc, progress=self._progress, on_bar=self._set_bar)
         self._bar = None
+        results: dict[str, Outcome] = {key: outcome for (key, _), outcome in zip(items, done)}
         for outcome in results.values():
             if outcome.failure:
                 self.stats.failures[outcome.failure] += 1
         return [results[k] for k in keys]
+
+    def _set_bar(self, bar: Any) -> None:
+        self._bar = bar
 
     def _judge_one(self, key: str, request: JudgeRequest) -> Outcome:
         keys = [key] + [f"{key}:ask{ask}" for ask in range(1, PARSE_ASKS)]
@@ -285,25 +261,3 @@ class JudgeClient:
         self._backend.close()
         if self._cache is not None:
             self._cache.close()
-
-
-class _NullBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def set_postfix(self, **values) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-
-def _progress_bar(total: int, desc: str, enabled: bool):
-    if not enabled:
-        return _NullBar()
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="req")

@@ -1,17 +1,22 @@
-"""Error tree of the judge stage.
+"""Error tree of the judge and generation stages.
 
     MathJudgeError
     ├── ConfigError            bad settings or input; raised before anything is spent
     ├── UnparseableReply       the judge answered, but not in the contract's format
-    ├── JudgeCallError         one judge call failed
+    ├── JudgeCallError         one judge or generator call failed
     │   ├── TransientJudgeError   429, 5xx, timeout, connection: retried with backoff
     │   ├── FatalJudgeError       400/401/403/404: never retried, stops the run
-    │   └── JudgeRefusal          the judge answered without a verdict (safety block,
-    │                             truncation, no candidates): a counted judge failure
+    │   ├── JudgeRefusal          the judge answered without a verdict (safety block,
+    │   │                         truncation, no candidates): a counted judge failure
+    │   └── GenerationFailure     the generator made no media for this prompt (content
+    │                             policy, safety block, failed job, missing file): that
+    │                             sample's counted failure, never retried
     ├── MediaError             a media response that cannot be attached (names the file)
     │   └── UnsendableRequest     a request that cannot be built or encoded (e.g. invalid
     │                             text): never sent, never retried, a counted judge failure
-    └── JudgeRunError          the run could not judge every sample; says how to resume
+    ├── JudgeRunError          the run could not judge every sample; says how to resume
+    └── GenerationRunError     some requests got no media and no counted failure (the
+                               generator was unreachable or refused the run); says how to resume
 
 Each failure class says whether a sample that ends with it is *scored*
 (``scored = True``: 0 on every metric and 1 on judge_failed, because the
@@ -72,6 +77,20 @@ class JudgeRefusal(JudgeCallError):
     scored = True
 
 
+class GenerationFailure(JudgeCallError):
+    """No media for this one prompt, and asking again would not help (or not now).
+
+    ``remember``: store the failure so a rerun does not pay again (a content-policy
+    refusal); False when a rerun should try again (a job still running at the timeout).
+    """
+
+    scored = True
+
+    def __init__(self, message: str, *, kind: str, remember: bool = True):
+        super().__init__(message, kind=kind)
+        self.remember = remember
+
+
 class MediaError(MathJudgeError):
     """A response that points at media which cannot be read or sent."""
 
@@ -93,3 +112,7 @@ class UnsendableRequest(MediaError):
 
 class JudgeRunError(MathJudgeError, RuntimeError):
     """Raised at the end of judging when some samples got no verdict at all."""
+
+
+class GenerationRunError(MathJudgeError, RuntimeError):
+    """Raised after generation when some requests got neither media nor a counted failure."""

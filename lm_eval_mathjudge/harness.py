@@ -27,7 +27,7 @@ from typing import Any
 
 from lm_eval.api.task import ConfigurableTask
 
-from . import backends, data, prompts, recovery
+from . import backends, data, generators, prompts, recovery
 from .cache import ReplyCache
 from .client import JudgeClient, outcome_from_error, preflight_once
 from .config import JudgeSettings, resolve_settings
@@ -105,6 +105,7 @@ class JudgedTask(ConfigurableTask):
             if inst.resps:
                 inst.resps = [clean_text(r) if isinstance(r, str) else r for r in inst.resps]
         result = super().apply_filters()
+        self._note_generator()
         if self._bypassed():
             return result
         try:
@@ -170,12 +171,20 @@ class JudgedTask(ConfigurableTask):
         outcomes = [next(judged) if isinstance(item, JudgeRequest) else item for item in built]
         stats = client.stats.as_dict()
         stats["failures"] = dict(Counter(o.failure for o in outcomes if o.failure))  # per sample
+        not_generated = Counter(o.failure for item, o in zip(built, outcomes) if not isinstance(item, JudgeRequest))
+        if not_generated:
+            log.warning("%s: %d samples have no media to judge (%s); each counts as judge_failed",
+                        self.config.task, sum(not_generated.values()),
+                        ", ".join(f"{k}: {n}" for k, n in sorted(not_generated.items())))
         self.config.metadata["judge"]["run"] = stats
         log.info("%s: %s", self.config.task, stats)
         self._fatal = client.fatal_error
         return outcomes
 
     def _build_request(self, doc: dict, response: str) -> JudgeRequest | Outcome:
+        failed = generators.generation_failure(response)
+        if failed is not None:  # the generator made no media for this doc: counted, never judged
+            return Outcome(failure=failed[0], error=failed[1])
         try:
             return self._judge.request(doc, clean_text(response))
         except MediaError as exc:  # the output names media that cannot be sent: this sample only
@@ -207,6 +216,12 @@ class JudgedTask(ConfigurableTask):
             f"Nothing was scored as wrong. Every verdict obtained is cached in {self._settings.resolved_cache_dir()}, "
             f"so rerunning the same command judges only the missing samples. "
             + recovery.keep_generations(self._settings.resolved_cache_dir()))
+
+    def _note_generator(self) -> None:
+        """Record which generator made this task's media (adapter, model, options, prompt, counters)."""
+        record = generators.provenance(self.config.task)
+        if record is not None:
+            self.config.metadata["generator"] = record
 
     def _provenance(self) -> dict[str, Any]:
         return {"name": self._judge.name, **self._settings.public(),

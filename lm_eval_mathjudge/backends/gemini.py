@@ -30,7 +30,7 @@ from ..errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, 
 from ..redact import public_url, redact
 from ..retry import RetryPolicy, call_with_retries
 from ..types import JudgeRequest, Media
-from ._http import building_request, check_text, status_error
+from ._http import building_request, check_text, header_retry_after, status_error
 
 log = logging.getLogger(__name__)
 
@@ -314,6 +314,12 @@ def _usage(meta: Any) -> dict[str, int]:
 
 
 # -- errors ---------------------------------------------------------------------------
+
+def _retry_after(exc: genai_errors.APIError) -> float | None:
+    """The wait a Gemini/Vertex error asks for: Retry-After header first, else RetryInfo (generators use it)."""
+    wait = header_retry_after(getattr(getattr(exc, "response", None), "headers", None))
+    return _retry_info(exc) if wait is None else wait
+
 
 def _retry_info(exc: genai_errors.APIError) -> float | None:
     """google.rpc.RetryInfo.retryDelay from the error body (a Retry-After header wins over it)."""

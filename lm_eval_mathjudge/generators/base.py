@@ -1,0 +1,290 @@
+"""GeneratorLM: an lm-eval model that answers each request with a generated image or video.
+
+Flow of ``generate_until`` (lm-eval hands over every request of every task at once):
+
+    question of the doc -> our generator prompt (prompts/generator_<kind>.txt, or prompt=FILE)
+    key = hash(adapter, model, options, prompt)            # store.request_key
+    store has media for key     -> answer with its path   (reused, no call)
+    store has a remembered failure -> failure marker      (no call; retry_failures=true asks again)
+    otherwise, through pool.run_bounded (num_concurrent) and retry.call_with_retries:
+        vendor.generate(prompt, job) -> bytes -> store.put -> answer with the file's path
+    GenerationFailure (content policy, safety, failed job) -> failure marker, remembered
+    transient errors past max_retries, fatal errors        -> GenerationRunError after the
+        batch: every file already generated stays indexed, a rerun generates only the rest
+
+The answer is the absolute path of the stored file; the VLM judge attaches it.
+A failure marker (``generators.failure_marker``) becomes the sample's counted
+failure in the harness. The generator's identity and counters go to the
+results file under ``configs.<task>.metadata.generator``.
+
+Writing a vendor generator (the interface other modules implement)
+-----------------------------------------------------------------
+1. A generator class with (see ``Generator`` below)::
+
+       kind: str                      # "image" or "video": picks the default prompt and checks the bytes
+       def options(self) -> dict      # normalised options that shape the output (defaults filled in);
+                                      # part of the store key and of the provenance, so no secrets
+       def generate(self, prompt: str, job: Job) -> bytes | GeneratedMedia   # ONE attempt, no retries
+       def close(self) -> None
+
+   ``generate`` raises the project's typed errors (``errors.py``):
+   ``TransientJudgeError(msg, kind=..., retry_after=seconds|None)`` for 429/5xx/timeouts/connection
+   (retried by ``retry.call_with_retries``, Retry-After honoured); ``FatalJudgeError`` for bad key,
+   unknown model, bad request (no further calls; the run stops with one message);
+   ``GenerationFailure(msg, kind="content_policy"|"safety"|"job_failed"|...)`` when this prompt gets no
+   media (the sample's counted failure; ``remember=False`` if a rerun should try again).
+   Messages must go through ``redact.redact``. Vendor SDK retries must be off (``max_retries=0``).
+
+   Long-running jobs (video): ``job.id`` is a job started for this same request by an earlier attempt
+   or an interrupted run; poll it instead of creating a new one. After creating a job call
+   ``job.started(vendor_id)`` at once (it is persisted before you poll). Poll with
+   ``job.wait(check, what)``: ``check()`` returns the finished result or None while pending;
+   ``wait`` sleeps ``poll_interval`` between checks and raises ``GenerationFailure(kind="timeout",
+   remember=False)`` after ``poll_timeout`` in total (the job stays recorded: a rerun resumes it).
+   If the vendor says the job failed or is gone, call ``job.forget()`` and raise.
+
+2. An lm-eval model class, a subclass of ``GeneratorLM``::
+
+       class MyLM(GeneratorLM):
+           ADAPTER = "mathjudge-my-vendor"          # the --model name
+           KIND = "image"                           # or "video" (default prompt)
+           OPTIONS = {"size": str, "seconds": int}  # vendor model_args and their parsers
+           CREDENTIALS = (("MY_API_KEY",), "export MY_API_KEY=...")   # checked before anything runs
+           def build(self, settings: GeneratorSettings, options: dict) -> Generator:
+               from .my_vendor_sdk_module import MyGenerator  # SDKs imported here, lazily
+               return MyGenerator(settings, options)
+
+   ``options`` holds only the OPTIONS keys the user gave, already parsed; unknown model_args
+   are refused by the base class. Common model_args (``GeneratorSettings``): ``model`` (required),
+   ``media_dir``, ``num_concurrent``, ``rpm``, ``max_retries``, ``timeout`` (seconds per HTTP
+   attempt), ``poll_interval``, ``poll_timeout``, ``prompt`` (a template file with ``{{question}}``),
+   ``retry_failures``.
+
+   (``settings.py`` parses the model_args, ``job.py`` holds ``Job``, ``store.py`` the media store.)
+
+3. Register the name in ``generators.ADAPTERS`` ("name" -> "module:Class"); ``_startup.py``
+   registers every entry with lm-eval lazily.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Mapping, Protocol
+
+from lm_eval.api.model import LM
+
+from ..errors import ConfigError, FatalJudgeError, GenerationFailure, GenerationRunError, JudgeCallError, \
+    TransientJudgeError
+from ..media import sniff
+from ..pool import RateLimiter, run_bounded
+from ..redact import redact
+from ..retry import RetryPolicy, call_with_retries
+from . import failure_marker, record_provenance
+from .integrity import media_problem
+from .job import Job
+from .settings import GeneratorSettings, check_credentials, default_media_dir, load_template, split_model_args
+from .store import MediaStore, StoredMedia, request_key
+
+__all__ = ["GeneratedMedia", "Generator", "GeneratorLM", "GeneratorSettings", "Job", "default_media_dir"]
+
+log = logging.getLogger(__name__)
+
+KINDS = ("image", "video")
+_QUESTION_KEYS = ("mj_question", "question", "problem")
+
+
+@dataclass(frozen=True)
+class GeneratedMedia:
+    data: bytes = field(repr=False)
+    mime_type: str | None = None  # None: taken from the bytes
+
+
+class Generator(Protocol):
+    kind: str
+
+    def options(self) -> dict[str, Any]:
+        """Normalised options that shape the output (part of the store key; no secrets)."""
+
+    def generate(self, prompt: str, job: "Job") -> bytes | GeneratedMedia:
+        """One attempt; raises TransientJudgeError / FatalJudgeError / GenerationFailure."""
+
+    def close(self) -> None:
+        """Release the SDK client."""
+
+
+@dataclass(frozen=True)
+class _Work:
+    key: str
+    prompt: str
+
+
+@dataclass(frozen=True)
+class _Result:
+    path: str | None = None
+    failure: tuple[str, str] | None = None  # (kind, message): a counted per-sample failure
+    error: JudgeCallError | None = None  # no media and nothing counted: the run stops after the batch
+    reused: bool = False
+    calls: int = 0
+
+
+class GeneratorLM(LM):
+    ADAPTER = ""
+    KIND = "image"
+    OPTIONS: Mapping[str, Callable[[str], Any]] = {}
+    CREDENTIALS: tuple[tuple[str, ...], str] | None = None
+
+    def __init__(self, **model_args: Any):
+        super().__init__()
+        self.settings, vendor_args = split_model_args(self.ADAPTER, self.OPTIONS, model_args)
+        check_credentials(self.ADAPTER, self.CREDENTIALS)
+        self._template = load_template(self.KIND, self.settings.prompt)
+        self._generator = self.build(self.settings, vendor_args)
+        if self._generator.kind not in KINDS:
+            raise ConfigError(f"{self.ADAPTER}: generator kind {self._generator.kind!r} is not one of {KINDS}")
+        self._options = dict(self._generator.options())
+        self._label = f"{self.ADAPTER}:{self.settings.model}"
+        self._store = MediaStore(self.settings.media_dir)
+        self._policy = RetryPolicy(max_retries=self.settings.max_retries)
+        self._limiter = RateLimiter(self.settings.rpm)
+        self._lock = threading.Lock()
+        self._fatal: FatalJudgeError | None = None
+        self.stats: Counter = Counter()
+
+    # ------------------------------------------------------------------ vendor hooks
+    def build(self, settings: GeneratorSettings, options: dict[str, Any]) -> Generator:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ configuration
+    def provenance(self) -> dict[str, Any]:
+        return {"adapter": self.ADAPTER, "model": self.settings.model, "kind": self._generator.kind,
+                "options": dict(self._options), "prompt_version": self._template.version,
+                "media_dir": self._store.directory,
+                "settings": {k: v for k, v in asdict(self.settings).items() if k not in ("model", "media_dir")}}
+
+    # ------------------------------------------------------------------ lm-eval API
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        slots, work = self._plan(requests)
+        results = dict(zip(work, run_bounded(list(work.values()), self._produce,
+                                             concurrency=self.settings.num_concurrent,
+                                             desc=f"generating ({self.ADAPTER})", progress=not disable_tqdm,
+                                             unit="media", thread_name="mathjudge-gen")))
+        self._record(slots, results)
+        errors = [r.error for r in results.values() if r.error is not None]
+        if errors:
+            raise self._run_error(errors, len(results))
+        return [results[key].path or failure_marker(*results[key].failure) for _, key in slots]
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False):
+        raise ConfigError(f"{self.ADAPTER} generates images or videos; it has no log-likelihoods, so it can "
+                          "only run generate_until tasks such as the *_vlmjudge ones")
+
+    loglikelihood_rolling = loglikelihood
+
+    # ------------------------------------------------------------------ generation
+    def _plan(self, requests) -> tuple[list[tuple[str, str]], dict[str, _Work]]:
+        """(task, key) per request, and the unique work items by key."""
+        slots, work = [], {}
+        for request in requests:
+            prompt = self._template.render(question=_question(request))
+            key = request_key(self.ADAPTER, self.settings.model, self._options, prompt)
+            work.setdefault(key, _Work(key, prompt))  # the same prompt twice (two tasks) is made once
+            slots.append((request.task_name, key))
+        return slots, work
+
+    def _produce(self, item: _Work) -> _Result:
+        stored = self._store.find(item.key)
+        if stored is not None:
+            return _Result(path=stored.path, reused=True)
+        remembered = None if self.settings.retry_failures else self._store.failure(item.key)
+        if remembered is not None:
+            return _Result(failure=remembered, reused=True)
+        calls = Counter()
+        job = Job(self._store, item.key, self._label, self.settings, on_start=lambda: self._count("jobs_started"))
+        if job.resumed:
+            self._count("jobs_resumed")
+        try:
+            stored = call_with_retries(lambda: self._attempt(item.prompt, job, calls), self._policy,
+                                       on_retry=self._on_retry)
+        except GenerationFailure as exc:
+            message = redact(str(exc))
+            if exc.remember:
+                self._store.put_failure(item.key, exc.kind, message, self._label)
+            log.warning("%s: no media for one prompt (%s): %s", self._label, exc.kind, message)
+            return _Result(failure=(exc.kind, message), calls=calls["n"])
+        except JudgeCallError as exc:
+            return _Result(error=exc, calls=calls["n"])
+        except Exception as exc:  # a vendor bug must not lose the other requests' media
+            log.exception("%s: unexpected error while generating", self._label)
+            return _Result(error=JudgeCallError(redact(f"unexpected error: {exc!r}"), kind="unexpected"),
+                           calls=calls["n"])
+        return _Result(path=stored.path, calls=calls["n"])
+
+    def _attempt(self, prompt: str, job: Job, calls: Counter) -> StoredMedia:
+        if self._fatal is not None:  # another request hit a fatal error: stop spending
+            raise FatalJudgeError(f"not sent: {self._fatal}", kind="aborted")
+        self._limiter.acquire()
+        calls["n"] += 1
+        self._count("generation_calls")
+        try:
+            produced = self._generator.generate(prompt, job)
+        except FatalJudgeError as exc:
+            with self._lock:
+                self._fatal = self._fatal or exc
+            raise
+        return self._store.put(job.key, *self._checked(produced), self._label)
+
+    def _checked(self, produced: bytes | GeneratedMedia) -> tuple[bytes, str]:
+        media = produced if isinstance(produced, GeneratedMedia) else GeneratedMedia(produced)
+        found = sniff(media.data[:32])
+        if not media.data or found is None or not found.startswith(self._generator.kind + "/"):
+            raise TransientJudgeError(f"the {self._generator.kind} returned is not a readable "
+                                      f"{self._generator.kind} ({len(media.data)} bytes, looks like {found})",
+                                      kind="bad_media")
+        problem = media_problem(media.data, found)
+        if problem:  # retried: never stored, never judged
+            raise TransientJudgeError(f"{self._label} returned a damaged file: {problem}", kind="truncated_media")
+        return media.data, found  # the bytes decide, whatever the vendor declared
+
+    def _on_retry(self, error: JudgeCallError, delay: float) -> None:
+        self._count("retries")
+        log.warning("%s: generation failed (%s); retrying in %.1fs", self._label, error, delay)
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self.stats[name] += 1
+
+    # ------------------------------------------------------------------ reporting
+    def _record(self, slots: list[tuple[str, str]], results: dict[str, _Result]) -> None:
+        for task in sorted({task for task, _ in slots}):
+            keys = {key for t, key in slots if t == task}
+            mine = [results[k] for k in keys]
+            run = {"requests": sum(1 for t, _ in slots if t == task), "unique_prompts": len(keys),
+                   "generation_calls": sum(r.calls for r in mine),
+                   "reused_files": sum(1 for r in mine if r.reused and r.path),
+                   "reused_failures": sum(1 for r in mine if r.reused and r.failure),
+                   "generated_files": sum(1 for r in mine if r.path and not r.reused),
+                   "failures": dict(Counter(r.failure[0] for r in mine if r.failure)),
+                   "errors": dict(Counter(r.error.kind for r in mine if r.error))}
+            record_provenance(task, {**self.provenance(), "run": run})
+            log.info("%s on %s: %s", self._label, task, run)
+        log.info("%s: %s", self._label, dict(self.stats))
+
+    def _run_error(self, errors: list[JudgeCallError], total: int) -> GenerationRunError:
+        kinds = ", ".join(f"{k}: {n}" for k, n in sorted(Counter(e.kind for e in errors).items()))
+        cause = f"The generator refused the requests: {self._fatal}" if self._fatal else f"Last error: {errors[-1]}"
+        return GenerationRunError(
+            f"{self.ADAPTER}: {len(errors)} of {total} prompts got no media ({kinds}). {redact(str(cause))}. "
+            f"Nothing was scored. Every file generated so far is kept and indexed in {self._store.directory}, "
+            "so rerunning the same command generates only the missing ones (started video jobs are polled, "
+            "not paid for again).")
+
+
+def _question(request) -> str:
+    doc = request.doc or {}
+    for name in _QUESTION_KEYS:
+        if isinstance(doc.get(name), str):
+            return doc[name]
+    return request.args[0]  # not one of our tasks: the task's own prompt

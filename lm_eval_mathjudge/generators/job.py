@@ -1,0 +1,56 @@
+"""A long-running vendor job (a video render) seen across attempts and across runs.
+
+The job id is written to the media store the moment the vendor accepts the
+request, so a retry after a failed poll, or a rerun after a crash, polls the
+same job instead of paying for a new one. The poll deadline is set at the
+first wait and kept across retries, so ``poll_timeout`` bounds the whole wait.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, TypeVar
+
+from ..errors import GenerationFailure
+from .settings import GeneratorSettings
+from .store import MediaStore
+
+T = TypeVar("T")
+
+
+class Job:
+    def __init__(self, store: MediaStore, key: str, label: str, settings: GeneratorSettings,
+                 on_start: Callable[[], None] = lambda: None,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
+        self.key = key
+        self._store, self._label, self._settings = store, label, settings
+        self._on_start, self._sleep, self._clock = on_start, sleep, clock
+        self.id: str | None = store.job(key)
+        self.resumed = self.id is not None  # started by an earlier, interrupted run
+        self._deadline: float | None = None
+
+    def started(self, job_id: str) -> None:
+        """Record a job the vendor just accepted (persisted before the first poll)."""
+        self._store.record_job(self.key, job_id, self._label)
+        self.id = job_id
+        self._on_start()
+
+    def forget(self) -> None:
+        """The job failed or the vendor no longer knows it: the next attempt starts a new one."""
+        self._store.forget_job(self.key)
+        self.id = None
+
+    def wait(self, check: Callable[[], T | None], what: str) -> T:
+        """Call ``check`` every poll_interval until it returns a result; GenerationFailure at poll_timeout."""
+        if self._deadline is None:
+            self._deadline = self._clock() + self._settings.poll_timeout
+        while True:
+            result = check()
+            if result is not None:
+                return result
+            if self._clock() >= self._deadline:
+                raise GenerationFailure(
+                    f"{what} still running after {self._settings.poll_timeout:g}s (poll_timeout); it stays "
+                    "recorded, so rerunning the same command resumes polling it without paying again",
+                    kind="timeout", remember=False)
+            self._sleep(self._settings.poll_interval)

@@ -1,0 +1,134 @@
+"""``mathjudge-openai-image``: the OpenAI Images API (``gpt-image-1`` and later) through the official SDK.
+
+One ``client.images.generate`` call per prompt, image returned inline as
+``b64_json`` (the GPT Image models' only output). Keys and endpoint come from
+the SDK's own variables, ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``; the SDK's
+retries are off (``retry.py`` is the one retry layer). The helpers at the
+bottom map SDK errors to the project's error kinds and are shared with
+``sora.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any, Callable, TypeVar
+
+import openai
+
+from ..errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
+from ..redact import redact
+from ..retry import parse_retry_after, transient_status
+from .base import GeneratedMedia, GeneratorLM, GeneratorSettings, Job
+
+T = TypeVar("T")
+
+OPENAI_CREDENTIALS = (("OPENAI_API_KEY",), "export OPENAI_API_KEY=... (OPENAI_BASE_URL=... for a compatible "
+                                           "server; one that checks no key accepts any value)")
+FORMATS = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
+# Defaults chosen for a page of written working: portrait, and a quality that keeps small text legible.
+IMAGE_DEFAULTS = {"size": "1024x1536", "quality": "medium", "output_format": "png", "background": "opaque",
+                  "moderation": "auto"}
+# 400 codes that mean "this prompt was refused by the provider's safety system", not "bad request".
+REFUSAL_CODES = ("moderation_blocked", "content_policy_violation", "content_filter", "safety_violation")
+
+
+class OpenAIImageGenerator:
+    kind = "image"
+
+    def __init__(self, settings: GeneratorSettings, options: dict[str, Any]):
+        self._model = settings.model
+        self._options = {**IMAGE_DEFAULTS, **options}
+        if self._options["output_format"] not in FORMATS:
+            raise ConfigError(f"output_format={self._options['output_format']!r}: use one of {', '.join(FORMATS)}")
+        self._client = openai_client(settings)
+
+    def options(self) -> dict[str, Any]:
+        return dict(self._options)
+
+    def generate(self, prompt: str, job: Job) -> GeneratedMedia:
+        response = sdk_call(lambda: self._client.images.generate(model=self._model, prompt=prompt, n=1,
+                                                                 **self._options), "image generation")
+        data = getattr(response, "data", None)
+        if not data:
+            raise TransientJudgeError("the Images API answered without an image", kind="bad_response")
+        if not data[0].b64_json:
+            raise FatalJudgeError(f"{self._model} returned no b64_json image (a URL-only model?); use a GPT Image "
+                                  "model such as gpt-image-1", kind="no_b64_json")
+        try:
+            raw = base64.b64decode(data[0].b64_json, validate=True)
+        except (binascii.Error, ValueError):
+            raise TransientJudgeError("the Images API returned invalid base64", kind="bad_response") from None
+        return GeneratedMedia(raw, FORMATS[self._options["output_format"]])
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class OpenAIImageLM(GeneratorLM):
+    ADAPTER = "mathjudge-openai-image"
+    KIND = "image"
+    OPTIONS = {name: str for name in IMAGE_DEFAULTS} | {"output_compression": int}
+    CREDENTIALS = OPENAI_CREDENTIALS
+
+    def build(self, settings: GeneratorSettings, options: dict[str, Any]) -> OpenAIImageGenerator:
+        return OpenAIImageGenerator(settings, options)
+
+
+# ---------------------------------------------------------------------- shared with sora.py
+def openai_client(settings: GeneratorSettings) -> "openai.OpenAI":
+    try:
+        return openai.OpenAI(max_retries=0, timeout=settings.timeout)
+    except openai.OpenAIError as exc:  # e.g. no key
+        raise ConfigError(redact(f"cannot build the OpenAI client: {exc}")) from None
+
+
+def sdk_call(fn: Callable[[], T], what: str) -> T:
+    """Run one SDK call; its exceptions become transient / fatal / refused (``translate``)."""
+    try:
+        return fn()
+    except (openai.OpenAIError, ValueError) as exc:
+        raise translate(exc, what) from None
+
+
+def translate(exc: Exception, what: str) -> Exception:
+    if isinstance(exc, openai.APIStatusError):
+        return status_error(exc, what)
+    if isinstance(exc, openai.APITimeoutError):
+        return TransientJudgeError(f"{what} timed out", kind="timeout")
+    if isinstance(exc, openai.APIConnectionError):  # includes a body cut short mid-download
+        return TransientJudgeError(redact(f"{what}: connection failed ({exc.__cause__ or exc})"), kind="connection")
+    # a 200 whose body is not the expected JSON, or another SDK error
+    return TransientJudgeError(redact(f"{what}: malformed response ({exc})"), kind="bad_response")
+
+
+def status_error(exc: openai.APIStatusError, what: str) -> Exception:
+    status = exc.status_code
+    message = redact(f"{what} returned HTTP {status}: {server_message(exc)}")
+    if transient_status(status):
+        headers = exc.response.headers
+        retry_after = parse_retry_after(headers.get("retry-after"))
+        if retry_after is None and headers.get("retry-after-ms"):
+            retry_after = (parse_retry_after(headers.get("retry-after-ms")) or 0) / 1000
+        kind = "rate_limited" if status == 429 else f"http_{status}"
+        return TransientJudgeError(message, kind=kind, status=status, retry_after=retry_after)
+    if status == 400 and refused(str(getattr(exc, "code", "") or ""), message):
+        return GenerationFailure(f"{message} (the provider's safety system refused this prompt)",
+                                 kind="content_policy")
+    hint = {401: "check OPENAI_API_KEY", 403: "the key may lack access to this model",
+            404: "check the model name and OPENAI_BASE_URL"}.get(status, "check the model_args options")
+    return FatalJudgeError(f"{message} ({hint}; not retried)", kind=f"http_{status}", status=status)
+
+
+def refused(code: str, message: str) -> bool:
+    text = f"{code} {message}".lower()
+    return any(c in text for c in REFUSAL_CODES) or "safety system" in text
+
+
+def server_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        body = body.get("error", body)
+        if isinstance(body, dict):
+            return str(body.get("message") or body)[:500]
+    return str(body or exc.message)[:500]

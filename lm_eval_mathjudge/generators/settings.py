@@ -1,0 +1,111 @@
+"""What every generator is configured with: the shared model_args, credentials, and the prompt.
+
+``--model_args`` are split in two: the shared settings (``GeneratorSettings``)
+and the vendor's own options (the ``OPTIONS`` table of its lm-eval class).
+Anything else is refused, and a name that looks like a credential is refused
+with a hint, because lm-eval writes model_args into the results file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .. import prompts
+from ..config import _to_bool, default_cache_dir
+from ..errors import ConfigError
+
+IGNORED_ARGS = ("batch_size", "max_batch_size", "device")  # lm-eval passes these to every model
+MAX_RETRIES_LIMIT = 20
+_SECRET_HINTS = ("key", "token", "secret", "password", "credential")
+
+
+@dataclass(frozen=True)
+class GeneratorSettings:
+    """The model_args every generator shares."""
+    model: str
+    media_dir: str
+    num_concurrent: int = 4
+    rpm: float = 0.0  # generation requests started per minute over all threads; 0 = unlimited
+    max_retries: int = 6
+    timeout: float = 300.0  # seconds per HTTP attempt (an image can take a minute to render)
+    poll_interval: float = 5.0  # seconds between status checks of a long-running job
+    poll_timeout: float = 1800.0  # seconds one job may run before the sample fails (the job stays recorded)
+    prompt: str | None = None  # a template file with {{question}}; None: ours for the media kind
+    retry_failures: bool = False  # ask again for prompts whose earlier failure was remembered
+
+    def __post_init__(self):
+        if not self.model:
+            raise ConfigError("a generator needs --model_args model=NAME")
+        if self.num_concurrent < 1 or self.rpm < 0 or self.timeout <= 0:
+            raise ConfigError("num_concurrent must be at least 1, rpm at least 0 and timeout positive")
+        if not 0 <= self.max_retries <= MAX_RETRIES_LIMIT:
+            raise ConfigError(f"max_retries must be between 0 and {MAX_RETRIES_LIMIT}")
+        if self.poll_interval < 0 or self.poll_timeout <= 0:
+            raise ConfigError("poll_interval must be at least 0 and poll_timeout positive")
+
+
+SETTING_TYPES: dict[str, Callable[[Any], Any]] = {
+    "model": str, "media_dir": str, "num_concurrent": int, "rpm": float, "max_retries": int, "timeout": float,
+    "poll_interval": float, "poll_timeout": float, "prompt": str, "retry_failures": _to_bool}
+
+
+def split_model_args(adapter: str, options: Mapping[str, Callable[[Any], Any]],
+                     model_args: Mapping[str, Any]) -> tuple[GeneratorSettings, dict[str, Any]]:
+    """(shared settings, the vendor options given), every value parsed; unknown names refused."""
+    common: dict[str, Any] = {}
+    vendor: dict[str, Any] = {}
+    for name, value in model_args.items():
+        if name in IGNORED_ARGS:
+            continue
+        parser = SETTING_TYPES.get(name) or options.get(name)
+        if parser is None:
+            raise _unknown(adapter, name, sorted(set(SETTING_TYPES) | set(options)))
+        try:
+            parsed = parser(value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{adapter}: --model_args {name}={value!r} is invalid ({exc})") from None
+        (common if name in SETTING_TYPES else vendor)[name] = parsed
+    common.setdefault("media_dir", default_media_dir())
+    if "model" not in common:
+        raise ConfigError(f"--model {adapter} needs --model_args model=NAME")
+    return GeneratorSettings(**common), vendor
+
+
+def _unknown(adapter: str, name: str, known: list[str]) -> ConfigError:
+    if any(hint in name.lower() for hint in _SECRET_HINTS):
+        return ConfigError(f"--model_args {name}=...: credentials are never read from model_args, because "
+                           "lm-eval writes them to the results file; use the provider's environment variable")
+    return ConfigError(f"{adapter}: unknown --model_args key {name!r}; known: {', '.join(known)}")
+
+
+def check_credentials(adapter: str, credentials: tuple[tuple[str, ...], str] | None,
+                      environ: Mapping[str, str] | None = None) -> None:
+    """Stop before anything runs when none of the vendor's key variables is set."""
+    if credentials is None:
+        return
+    environ = os.environ if environ is None else environ
+    names, hint = credentials
+    if not any(environ.get(n, "").strip().lower() not in ("", "0", "false") for n in names):
+        raise ConfigError(f"--model {adapter} needs credentials, and none of {', '.join(names)} is set: {hint}")
+
+
+def load_template(kind: str, path: str | None) -> prompts.Template:
+    """Our generator prompt for the media kind, or the user's file (exactly one placeholder, {{question}})."""
+    if not path:
+        return prompts.load(f"generator_{kind}")
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ConfigError(f"prompt={path}: cannot read it ({exc.strerror or exc})") from None
+    template = prompts.Template(name=f"custom_{kind}", text=text)
+    if template.placeholders != {"question"}:
+        raise ConfigError(f"prompt={path} must contain the placeholder {{{{question}}}} and no other")
+    return template
+
+
+def default_media_dir(environ: Mapping[str, str] | None = None) -> str:
+    environ = os.environ if environ is None else environ
+    return os.path.join(environ.get("MATHJUDGE_CACHE_DIR") or default_cache_dir(), "media")

@@ -1,0 +1,194 @@
+"""Content-addressed store of generated media, so each generation is paid for once.
+
+Layout under ``media_dir`` (folders 0700, files 0600):
+
+    <sha256>.<ext>       the media bytes, named by their own hash
+    index.sqlite3        request key -> file; failures worth remembering; started jobs
+
+A request key is the hash of everything that shapes the output: adapter, model,
+normalised options and the exact prompt text (``request_key``). Files are
+written to a temporary name, fsynced and renamed into place, and indexed only
+after the rename: a run killed at any moment leaves either a complete file or
+no index row, never a half-written file that is used. A vendor job id is
+recorded the moment the job is started, so a rerun after a crash polls that job
+instead of paying for a new one.
+
+The index is SQLite in WAL mode like the judge cache: several processes may
+share one media folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from ..media import IMAGE_TYPES, VIDEO_TYPES
+
+SCHEMA_VERSION = 1  # part of every key: bump when the key recipe changes
+INDEX_NAME = "index.sqlite3"
+_TMP_PREFIX = ".partial-"
+_STALE_TMP_SECONDS = 24 * 3600  # leftovers of killed runs older than this are removed
+EXTENSIONS = {mime: ext for ext, mime in reversed(list({**IMAGE_TYPES, **VIDEO_TYPES}.items()))}  # .jpg over .jpeg
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS media (key TEXT PRIMARY KEY, file TEXT NOT NULL, sha256 TEXT NOT NULL, "
+    "size INTEGER NOT NULL, mime TEXT NOT NULL, label TEXT NOT NULL, created REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS failures (key TEXT PRIMARY KEY, kind TEXT NOT NULL, message TEXT NOT NULL, "
+    "label TEXT NOT NULL, created REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS jobs (key TEXT PRIMARY KEY, job_id TEXT NOT NULL, label TEXT NOT NULL, "
+    "created REAL NOT NULL)",
+)
+
+
+def request_key(adapter: str, model: str, options: dict[str, Any], prompt: str) -> str:
+    blob = json.dumps({"schema": SCHEMA_VERSION, "adapter": adapter, "model": model, "options": options,
+                       "prompt": prompt}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class StoredMedia:
+    path: str
+    sha256: str
+    size: int
+    mime_type: str
+
+
+class MediaStore:
+    def __init__(self, directory: str):
+        self.directory = os.path.abspath(os.path.expanduser(directory))
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+        self.index_path = os.path.join(self.directory, INDEX_NAME)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.index_path, timeout=60, check_same_thread=False, isolation_level=None)
+        _private(self.index_path)
+        self._db.execute("PRAGMA busy_timeout = 60000")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = FULL")  # an indexed file must survive a power cut too
+        for statement in _SCHEMA:
+            self._db.execute(statement)
+        self._remove_stale_partials()
+
+    # ------------------------------------------------------------------ media
+    def find(self, key: str) -> StoredMedia | None:
+        """The stored media for a request key, if its file is still there and whole."""
+        with self._lock:
+            row = self._db.execute("SELECT file, sha256, size, mime FROM media WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        path = os.path.join(self.directory, row[0])
+        try:
+            if os.path.getsize(path) == row[2]:
+                return StoredMedia(path, row[1], row[2], row[3])
+        except OSError:
+            pass
+        return None  # deleted or damaged by hand: generate again
+
+    def put(self, key: str, data: bytes, mime_type: str, label: str) -> StoredMedia:
+        """Write the bytes under their hash (atomically), then index them for ``key``."""
+        sha = hashlib.sha256(data).hexdigest()
+        name = f"{sha}{EXTENSIONS[mime_type]}"
+        path = os.path.join(self.directory, name)
+        if not (os.path.isfile(path) and os.path.getsize(path) == len(data)):
+            self._write_atomically(path, data)
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("INSERT OR REPLACE INTO media VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                 (key, name, sha, len(data), mime_type, label, time.time()))
+                self._db.execute("DELETE FROM jobs WHERE key = ?", (key,))
+                self._db.execute("DELETE FROM failures WHERE key = ?", (key,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return StoredMedia(path, sha, len(data), mime_type)
+
+    def _write_atomically(self, path: str, data: bytes) -> None:
+        tmp = os.path.join(self.directory, f"{_TMP_PREFIX}{uuid.uuid4().hex}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        _fsync_dir(self.directory)
+
+    def _remove_stale_partials(self) -> None:
+        cutoff = time.time() - _STALE_TMP_SECONDS
+        for entry in os.scandir(self.directory):
+            if entry.name.startswith(_TMP_PREFIX):
+                try:
+                    if entry.stat().st_mtime < cutoff:  # a younger one may belong to a run still writing
+                        os.unlink(entry.path)
+                except OSError:
+                    pass
+
+    # ------------------------------------------------------------------ failures
+    def failure(self, key: str) -> tuple[str, str] | None:
+        with self._lock:
+            row = self._db.execute("SELECT kind, message FROM failures WHERE key = ?", (key,)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def put_failure(self, key: str, kind: str, message: str, label: str) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO failures VALUES (?, ?, ?, ?, ?)",
+                             (key, kind, message, label, time.time()))
+
+    # ------------------------------------------------------------------ long-running jobs
+    def job(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT job_id FROM jobs WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def record_job(self, key: str, job_id: str, label: str) -> None:
+        with self._lock:  # a single autocommitted statement: on disk before the first poll
+            self._db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?)", (key, job_id, label, time.time()))
+
+    def forget_job(self, key: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM jobs WHERE key = ?", (key,))
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return {table: self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+                    for table in ("media", "failures", "jobs")}
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _private(path: str) -> None:
+    try:
+        os.chmod(path, 0o600)
+    except OSError:  # e.g. a file system without modes: the folder's 0700 still applies
+        pass
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make the rename itself durable (POSIX); a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
