@@ -113,13 +113,14 @@ DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     ("vlm", "azure"): {"model": DEFAULT_OPENAI_VISION_MODEL, "max_tokens": 8192},
 }
 
-_REASONING = re.compile(r"^(?:.*/)?(?:o\d+(?:-|$)|gpt-5)", re.IGNORECASE)
+_REASONING = re.compile(r"^(o\d+(-.*)?|gpt-5(?!.*-chat).*)$")  # gpt-5-chat-* is a chat model
 
 
 def is_reasoning_model(model: str) -> bool:
     """OpenAI reasoning families (o1, o3, o4-mini, GPT-5, ...): they take
-    ``max_completion_tokens`` and no ``temperature``, and think before answering."""
-    return bool(_REASONING.match(model.strip()))
+    ``max_completion_tokens`` and no ``temperature``, and think before answering.
+    A provider prefix (``openai/o3``) is ignored; ``gpt-5-chat`` models are chat models."""
+    return bool(_REASONING.match(model.strip().lower().rsplit("/", 1)[-1]))
 
 
 def resolve_settings(judge: str, yaml_settings: Mapping[str, Any] | None,

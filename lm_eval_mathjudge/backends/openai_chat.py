@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import base64
 import logging
-import re
 from typing import Any
 
 import openai
 
 from ..cache import Reply
-from ..config import JudgeSettings
+from ..config import JudgeSettings, is_reasoning_model
 from ..errors import (FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError,
                       UnsendableRequest)
 from ..redact import public_url, redact
@@ -37,15 +36,6 @@ log = logging.getLogger(__name__)
 KEYS = "the API key variable (OPENAI_API_KEY; AZURE_OPENAI_API_KEY for azure)"
 PREFLIGHT_TIMEOUT = 30.0  # seconds per preflight attempt (at most the judge timeout)
 PREFLIGHT_RETRIES = 2  # transient preflight failures retried (at most judge max_retries)
-
-# TODO moves to config.is_reasoning_model
-_REASONING = re.compile(r"^(o\d+(-.*)?|gpt-5(?!.*-chat).*)$")
-
-
-def is_reasoning_model(model: str) -> bool:
-    """OpenAI reasoning families: o1, o3, o4-mini, ..., gpt-5*, but not gpt-5-chat (a chat model)."""
-    return bool(_REASONING.match(model.strip().lower().rsplit("/", 1)[-1]))
-
 
 def create(settings: JudgeSettings, judge: str) -> "OpenAIChatBackend":
     return OpenAIChatBackend(settings)
