@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 from lm_eval.api.model import LM
 
+from . import compat
 from .errors import ConfigError
 
 REPLAY_MODEL = "mathjudge-replay"
@@ -31,6 +32,7 @@ _QUESTION_KEYS = ("question", "problem", "Question", "Problem", "mj_question")
 
 class ReplayLM(LM):
     def __init__(self, path: str | None = None, **_ignored: Any):
+        compat.require_supported()
         super().__init__()
         if not path:
             raise ConfigError(f"--model {REPLAY_MODEL} needs --model_args path=FILE.jsonl "
