@@ -34,12 +34,15 @@ from .errors import ConfigError
 
 SUPPORTED = "lm-eval 0.4.12, 0.4.13 or 0.5.0.dev1"
 # What pyproject.toml declares (tests/test_compat.py keeps the two in step). PEP 440 specifier
-# sets are intersections, so "0.4.12-0.4.13 or 0.5.0.dev1" cannot be written exactly: this one
-# also admits 0.4.15 ... 0.4.x if they are ever released, which supported() then refuses.
-# The upper bound is "<0.5.0.dev2", not "<=0.5.0.dev1": only an inclusive bound on a
-# pre-release opts pip into pre-releases, so a fresh install stays on 0.4.13 while an
-# installed 0.5.0.dev1 satisfies the requirement and is kept.
-PIP_REQUIREMENT = "lm-eval>=0.4.12,<0.5.0.dev2,!=0.4.13.dev0,!=0.4.14.*,!=0.5.0.dev0"
+# sets are intersections, so "0.4.12 to 0.4.13, or 0.5.0.dev1" cannot be written exactly:
+# * "<0.5" would exclude 0.5.0.dev1 (a "<V" bound excludes V's own pre-releases), so a plain
+#   `pip install .` replaced an installed 0.5.0.dev1 with 0.4.13;
+# * "<=0.5.0.dev1" or "<0.5.0.dev2" name a pre-release, which makes pip (26) prefer
+#   0.5.0.dev1 on a fresh install without --pre;
+# * "<=0.5.0,!=0.5.0" names no pre-release: a fresh install gets 0.4.13, `--pre` gets
+#   0.5.0.dev1, and an installed 0.5.0.dev1 is kept. It also admits later 0.4.x finals (after
+#   0.4.14) and other 0.5.0 pre-releases, which supported() refuses when a task is built.
+PIP_REQUIREMENT = "lm-eval>=0.4.12,<=0.5.0,!=0.5.0,!=0.4.13.dev0,!=0.4.14.*,!=0.5.0.dev0"
 _RELEASES_04 = ((0, 4, 12), (0, 4, 13))
 _PRERELEASE_05 = "0.5.0.dev1"
 
@@ -153,6 +156,12 @@ def _task_base_05() -> type:
                                           insts[0].doc, [i.filtered_resps[self.name] for i in insts]).items()})
                     for doc_id, insts in instances.items()}
 
+    def _listed(scored: ScoredDoc) -> ScoredDoc:
+        # 0.5.0.dev1's stock GenScorer returns bare numbers for some metrics (the "bypass" metric of
+        # --predict_only among them), which its own reduce step cannot take: one value per repeat.
+        scores = {metric: value if isinstance(value, list) else [value] for metric, value in scored.scores.items()}
+        return ScoredDoc(doc_id=scored.doc_id, reference=scored.reference, scores=scores)
+
     class TaskBase(GenerateTask):
         """0.5: 0.4's constructor signature, and scoring through scorers."""
 
@@ -174,7 +183,7 @@ def _task_base_05() -> type:
             for inst in self._instances:
                 by_doc.setdefault(inst.doc_id, []).append(inst)
             for scorer in self._scorers:
-                scorer.set_results(scorer.score_instances(by_doc))
+                scorer.set_results({doc_id: _listed(scored) for doc_id, scored in scorer.score_instances(by_doc).items()})
 
         def _compat_predict_only(self) -> bool:
             return self._has_metric("bypass")

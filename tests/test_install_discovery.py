@@ -51,6 +51,7 @@ def _run(bin_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
                           env=full_env, cwd=bin_dir.parent, timeout=300)
 
 
+@pytest.mark.e2e_versions
 def test_wheel_install_lists_the_task_and_uninstall_removes_the_hook(tmp_path):
     bin_dir = _make_venv(tmp_path / "venv", "wheel")
     listed = _run(bin_dir, "lm_eval", "ls", "tasks")
@@ -65,6 +66,7 @@ def test_wheel_install_lists_the_task_and_uninstall_removes_the_hook(tmp_path):
     assert leftovers == []
 
 
+@pytest.mark.e2e_versions
 def test_editable_install_validates_with_opt_out_and_include_path_fallback(tmp_path):
     bin_dir = _make_venv(tmp_path / "venv", "editable")
     found = _run(bin_dir, "lm_eval", "validate", "--tasks", TASK)
