@@ -10,25 +10,30 @@ task base class        ``ConfigurableTask``            ``GenerateTask`` (``Confi
                                                        is an alias of the abstract ``Task``)
 task constructor       ``(data_dir, cache_dir,         ``(config)``; the dataset loads lazily
                        download_mode, config)``
+default filter         ``take_first``: one string      ``noop``: the list of responses (the
+                                                       harness judges the first either way)
 scoring after filters  ``process_results`` per doc     scorers: ``score_instances`` per task
-``--predict_only``     ``bypass`` in                   ``bypass`` metric in the scorers
-                       ``_metric_fn_list``
+``--predict_only``     ``bypass`` in                   ``bypass`` metric in the scorers; it returns
+                       ``_metric_fn_list``             a bare number that 0.5.0.dev1's reduce
+                                                       step cannot take (wrapped in a list here)
 metric registration    ``register_metric(**args)``     same call; ``output_type`` must match
                                                        the task's (default: multiple_choice)
 model registry         ``model_registry.register(name, target="module:Class")`` in both
+                       (so ``_startup`` registers the replay model the same way)
 task discovery         ``lm_eval.tasks.manager.TaskManager(include_path=...)`` in both
+                       (so ``_startup`` patches the same module on both lines)
+a group's tasks in     ``task``                        ``group::task`` (lm-eval's naming; left
+results/samples files                                  as it is)
 =====================  ==============================  ===================================
 
-Everything that touches lm-eval is imported inside functions: ``_startup``
-imports this module at interpreter start. ``TaskBase`` is built on first
+Everything that touches lm-eval is imported inside functions, so importing
+this module costs nothing of lm-eval's. ``TaskBase`` is built on first
 access (PEP 562 ``__getattr__``), after the version check, so an unsupported
 lm-eval fails with :class:`UnsupportedLmEvalError` naming the supported range
 when a task is built or the replay model is created, never at import.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from .errors import ConfigError
 
@@ -107,12 +112,6 @@ def _passthrough(items):  # scores are computed by the task; lm-eval never calls
     return items
 
 
-def register_model(registry: Any, name: str, target: str) -> None:
-    """Register a lazy ``module:Class`` model (the same registry call in every supported version)."""
-    if name not in registry:
-        registry.register(name, target=target)
-
-
 def __getattr__(name: str):  # PEP 562: TaskBase is built when first asked for
     if name == "TaskBase":
         base = _task_base_05() if is_05() else _task_base_04()
@@ -183,7 +182,8 @@ def _task_base_05() -> type:
             for inst in self._instances:
                 by_doc.setdefault(inst.doc_id, []).append(inst)
             for scorer in self._scorers:
-                scorer.set_results({doc_id: _listed(scored) for doc_id, scored in scorer.score_instances(by_doc).items()})
+                scored = scorer.score_instances(by_doc)
+                scorer.set_results({doc_id: _listed(doc) for doc_id, doc in scored.items()})
 
         def _compat_predict_only(self) -> bool:
             return self._has_metric("bypass")
