@@ -25,11 +25,10 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from lm_eval.api.task import ConfigurableTask
-
-from . import backends, data, generators, prompts, recovery
+from . import backends, compat, data, generators, prompts, recovery
 from .cache import ReplyCache
 from .client import JudgeClient, outcome_from_error, preflight_once
+from .compat import TaskBase
 from .config import JudgeSettings, resolve_settings
 from .errors import ConfigError, JudgeRunError, MediaError
 from .judges import JUDGE_FAILED, JUDGES, Judge
@@ -41,21 +40,13 @@ log = logging.getLogger(__name__)
 
 def register_metrics() -> None:
     """Make every judge metric known to lm-eval (mean aggregation, closed-form stderr)."""
-    import lm_eval.api.metrics  # noqa: F401  -- the built-in aggregations must exist first
-    from lm_eval.api.registry import metric_registry, register_metric
-
     names = {JUDGE_FAILED: False}
     names.update({m: True for judge in JUDGES.values() for m in judge.metric_names})
     for name, higher in names.items():
-        if name not in metric_registry:
-            register_metric(metric=name, higher_is_better=higher, aggregation="mean")(_passthrough)
+        compat.register_metric(name, higher)
 
 
-def _passthrough(items):  # scores are computed by the task; lm-eval never calls this
-    return items
-
-
-class JudgedTask(ConfigurableTask):
+class JudgedTask(TaskBase):
     def __init__(self, data_dir=None, cache_dir=None, download_mode=None, config: dict | None = None):
         config = dict(config or {})
         config.pop("class", None)
@@ -126,7 +117,7 @@ class JudgedTask(ConfigurableTask):
 
     # ------------------------------------------------------------------ judging
     def _bypassed(self) -> bool:
-        return "bypass" in self._metric_fn_list  # --predict_only: no judging at all
+        return self._compat_predict_only()  # --predict_only: no judging at all
 
     def _open_judge(self) -> None:
         if self._client is not None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from lm_eval.api.model import LM
 
+from . import compat
 from ._startup import REPLAY_MODEL
 from .errors import ConfigError
 
@@ -31,6 +32,7 @@ _QUESTION_KEYS = ("question", "problem", "Question", "Problem", "mj_question")
 
 class ReplayLM(LM):
     def __init__(self, path: str | None = None, **_ignored: Any):
+        compat.require_supported()
         super().__init__()
         if not path:
             raise ConfigError(f"--model {REPLAY_MODEL} needs --model_args path=FILE.jsonl "

@@ -21,10 +21,14 @@ class Run:
     out_dir: Path
 
     def results(self) -> dict:
-        return json.loads(next(self.out_dir.rglob("results_*.json")).read_text())
+        """The results file; lm-eval 0.5 names a group's tasks ``group::task``, tests use the task name."""
+        data = json.loads(next(self.out_dir.rglob("results_*.json")).read_text())
+        for section in ("results", "configs"):
+            data[section] = {name.split("::")[-1]: value for name, value in data[section].items()}
+        return data
 
     def samples(self, task: str) -> list[dict]:
-        path = max(self.out_dir.rglob(f"samples_{task}_*.jsonl"))
+        path = max([*self.out_dir.rglob(f"samples_{task}_*.jsonl"), *self.out_dir.rglob(f"samples_*::{task}_*.jsonl")])
         return [json.loads(line) for line in path.read_text().splitlines()]
 
 

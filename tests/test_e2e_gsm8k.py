@@ -44,6 +44,7 @@ def _env(data_dir, cache_dir, **extra) -> dict[str, str]:
             "OPENAI_API_KEY": CANARY_KEY, **extra}
 
 
+@pytest.mark.e2e_versions
 def test_scores_match_the_judge_and_a_rerun_makes_no_judge_call(gsm8k_slice, tmp_path):
     data_dir, gold = gsm8k_slice
     expected = sum(1 for i in range(N) if i % 3 != 0) / N
@@ -114,6 +115,7 @@ def test_off_contract_replies_are_counted_as_judge_failures(gsm8k_slice, tmp_pat
     assert failed[0]["gpt4_exact_match"] == 0
 
 
+@pytest.mark.e2e_versions
 def test_transport_failure_stops_the_run_and_saved_generations_replay(gsm8k_slice, tmp_path):
     data_dir, gold = gsm8k_slice
     cache = tmp_path / "cache"
@@ -138,6 +140,7 @@ def test_transport_failure_stops_the_run_and_saved_generations_replay(gsm8k_slic
     assert replay.results()["results"]["gsm8k_gpt4em"]["gpt4_exact_match,none"] == pytest.approx(expected)
 
 
+@pytest.mark.e2e_versions
 def test_missing_key_fails_before_generation_and_predict_only_never_judges(gsm8k_slice, tmp_path, monkeypatch):
     data_dir, gold = gsm8k_slice
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -153,6 +156,7 @@ def test_missing_key_fails_before_generation_and_predict_only_never_judges(gsm8k
         assert model.call_count == N and judge.call_count == 0
 
 
+@pytest.mark.e2e_versions
 def test_quickstart_replays_real_outputs_through_the_local_judge(shared_data, tmp_path):
     """The README's first command: 100 real GPT-3 solutions, judged offline by math-verify."""
     outputs = shared_data / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"

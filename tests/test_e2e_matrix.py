@@ -66,6 +66,7 @@ def _exact_match_any(body: dict) -> str:
             f"the reference.\nFinal Verdict: {'Correct' if same else 'Incorrect'}")
 
 
+@pytest.mark.e2e_versions
 def test_all_ten_tasks_and_both_groups_run_offline(data_slice, tmp_path):
     data_dir = data_slice(N)
     gold = _gold_answers(data_dir)
