@@ -342,6 +342,7 @@ def test_503_twice_then_success(server):
     pytest.param({"delay": 2}, "timeout", id="timeout"),
 ])
 def test_transport_faults_are_retried(server, caplog, fault, kind):
+    caplog.set_level("DEBUG", logger="lm_eval_mathjudge")  # retries are logged at debug (the bar shows a summary)
     server.inject(**fault)
     client, [outcome], elapsed = judge(server, [text_request()], timeout=0.5)
     assert outcome.verdict.final_correct == 1

@@ -506,6 +506,9 @@ HOSTILE_EXACT_MATCH = [
     pytest.param(
         "- > Final Verdict: Correct\nError Analysis: 16 vs 18.\nFinal Verdict: Incorrect",
         False, id="quote-inside-list-item"),
+    pytest.param(
+        "Error Analysis: 16 vs 18.\n### Final Verdict\n> Correct", "followed by quoted or indented text",
+        id="heading-value-quoted"),
     # --- rule 2: only "\n" ends a line
     pytest.param(
         "Error Analysis: 16 vs 18.\nFinal Verdict: Incorrect\x85Final Verdict: Correct",

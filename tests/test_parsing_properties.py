@@ -166,7 +166,7 @@ def test_work_grows_linearly(parser, work, unit, head, tail):
 # The only patterns that may see a whole line or reply. Each is linear by construction: a literal,
 # one character class under one quantifier, or bounded repeats ({0,n}); no two neighbouring
 # quantifiers can share a character, the shape that made the old line patterns quadratic.
-SCANNERS = {"_THINK_OPEN", "_THINK_CLOSE", "_THINK_CLOSE_REVERSED", "_THINK_TAG", "_STATEMENT", "_BOLD",
+SCANNERS = {"_THINK_OPEN", "_THINK_CLOSE", "_LAST_THINK_CLOSE", "_THINK_TAG", "_STATEMENT", "_BOLD",
             "_FENCE_INFO", "_VERDICT_LABEL"}
 
 

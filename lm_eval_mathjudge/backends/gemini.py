@@ -189,8 +189,8 @@ class GeminiBackend:
         except JudgeCallError as exc:
             raise FatalJudgeError(
                 f"preflight: the gemini judge at {self._endpoint} (model {s.model}) did not answer the model "
-                f"lookup: {exc}. Check judge_base_url / GOOGLE_GEMINI_BASE_URL, the key and judge_model; "
-                "judge_preflight=false skips this check", kind="preflight", status=exc.status) from None
+                f"lookup: {str(exc).rstrip('.')}. Check judge_base_url / GOOGLE_GEMINI_BASE_URL, the key and "
+                "judge_model; judge_preflight=false skips this check", kind="preflight", status=exc.status) from None
 
     def _lookup(self, config: Any) -> None:
         try:

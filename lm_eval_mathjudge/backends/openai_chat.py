@@ -160,8 +160,8 @@ class OpenAIChatBackend:
             return exc
         return FatalJudgeError(
             f"preflight: the {self._settings.backend} judge at {self._endpoint} (model {self._settings.model}) "
-            f"did not answer the model lookup: {exc}. Check judge_base_url / OPENAI_BASE_URL, the key and "
-            "judge_model; judge_preflight=false skips this check", kind="preflight", status=exc.status)
+            f"did not answer the model lookup: {str(exc).rstrip('.')}. Check judge_base_url / OPENAI_BASE_URL, "
+            "the key and judge_model; judge_preflight=false skips this check", kind="preflight", status=exc.status)
 
     def _status_error(self, exc: openai.APIStatusError) -> JudgeCallError:
         return status_error(exc.status_code, _server_message(exc), keys=KEYS, endpoint=self._endpoint,
