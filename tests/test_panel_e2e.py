@@ -191,3 +191,49 @@ def test_cascade_with_the_local_backend_is_refused_before_anything_runs(replayed
     data_dir, outputs, _, _ = replayed
     run = _run(outputs, data_dir, tmp_path, "out", {"judge_backend": "local", "judge_cascade": True})
     assert run.returncode != 0 and "judge_cascade" in run.stderr and "judge_backend" in run.stderr
+
+
+def _texts(body: dict) -> str:
+    parts = []
+    for message in body["messages"]:
+        content = message["content"]
+        parts.extend([content] if isinstance(content, str) else [p.get("text") or "" for p in content])
+    return "\n".join(parts)
+
+
+def test_vlm_panel_takes_the_majority_of_each_score_separately(replayed, tmp_path):
+    data_dir, outputs, labels, rows = replayed
+
+    def respond(body: dict) -> str:
+        text = _texts(body)
+        doc = next(r["doc_id"] for r in rows if r["response"].strip()[:120] in text)
+        label, even = int(labels[doc]), int(doc % 2 == 0)
+        votes = {"v-a": (label, label, 0), "v-b": (1, even, 1), "v-c": (even, 0, int(doc % 3 == 0))}
+        final, inter, action = votes[body["model"]]
+        return (f"INTERMEDIATE_CORRECT: {inter}\nFINAL_CORRECT: {final}\nACTION_REFLECTION: {action}\n"
+                "EXPLANATION: compared the final answer with the reference solution.")
+
+    with ChatCompletionsServer(respond, models=["v-a", "v-b", "v-c"]) as judge:
+        run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={outputs}",
+                           "--tasks", "gsm8k_vlmjudge", "--limit", str(N), "--log_samples", "--metadata",
+                           json.dumps({"judge_base_url": judge.url, "vlm_judge_panel": [
+                               {"backend": "openai", "model": m} for m in ("v-a", "v-b", "v-c")]})],
+                          {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
+                           "OPENAI_API_KEY": CANARY_KEY}, tmp_path / "out")
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert judge.call_count == 3 * N
+
+    final = {d: (int(ok) + 1 + (d % 2 == 0)) >= 2 for d, ok in labels.items()}
+    inter = {d: ok and d % 2 == 0 for d, ok in labels.items()}
+    action = {d: d % 3 == 0 for d in labels}
+    metrics = run.results()["results"]["gsm8k_vlmjudge"]
+    assert metrics["final_correct,none"] == pytest.approx(sum(final.values()) / N)
+    assert metrics["intermediate_correct,none"] == pytest.approx(sum(inter.values()) / N)
+    assert metrics["action_reflection,none"] == pytest.approx(sum(action.values()) / N)
+    for sample in run.samples("gsm8k_vlmjudge"):
+        record, doc = json.loads(sample["filtered_resps"][0]), sample["doc_id"]
+        assert [m["judge"] for m in record["panel"]] == ["openai:v-a", "openai:v-b", "openai:v-c"]
+        assert record["verdict"]["final_correct"] == int(final[doc])
+        assert record["panel"][1]["verdict"]["action_reflection"] == 1
+    agreement = run.results()["configs"]["gsm8k_vlmjudge"]["metadata"]["judge"]["run"]["panel"]["agreement"]
+    assert set(agreement) == {"intermediate_correct", "final_correct", "action_reflection"}
