@@ -5,7 +5,8 @@ would cost N x latency. Instead ``apply_filters`` (which lm-eval calls once
 per task, after all generations) judges every (doc, response) of the task in
 one concurrent batch, and ``process_results`` only reads the verdicts. So the
 metrics still flow through lm-eval's own aggregation (mean, stderr),
-``--log_samples`` and loggers.
+``--log_samples`` and loggers. A panel of judges (``panel.py``) or a rule-then-LLM
+cascade (``cascade.py``) stands in for the single client when the settings ask for one.
 
 Task YAMLs select this class with ``class: !function
 lm_eval_mathjudge.harness.JudgedTask`` and describe the judge in a
@@ -68,9 +69,9 @@ class JudgedTask(ConfigurableTask):
                                                          config.get("metadata"))
         self._options: RunOptions = resolve_run_options(self._judge.name, block.get("settings"), config.get("metadata"))
         self._members = self._member_settings(block.get("settings"), config.get("metadata"))
-        if self._options.cascade:  # the metric name says the score came from a cascade
+        if self._options.cascade and config.get("metric_list"):  # the metric name says it is a cascade's
             config["metric_list"] = [{**m, "metric": cascade.METRICS.get(m.get("metric"), m.get("metric"))}
-                                     for m in config.get("metric_list") or []]
+                                     for m in config["metric_list"]]
         self._scores: dict[str, dict[str, float]] = {}
         self._client: JudgeClient | None = None
         self._fatal = None

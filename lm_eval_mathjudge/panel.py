@@ -120,8 +120,14 @@ class Panel:
                 "agreement": agreement(self.labels, self._columns)}
 
     def close(self) -> None:
-        for _, client in self._members:
-            client.close()
+        errors = []
+        for _, client in self._members:  # every member is closed even if one fails to
+            try:
+                client.close()
+            except Exception as exc:  # noqa: BLE001 -- re-raised below, after the others
+                errors.append(exc)
+        if errors:
+            raise errors[0]
 
 
 class _PanelStats:

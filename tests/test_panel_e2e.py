@@ -187,10 +187,17 @@ def test_cascade_sends_only_rejected_samples_to_the_llm_judge(replayed, tmp_path
     assert "cascade_exact_match" in run.stdout  # lm-eval's own table names the cascade metric
 
 
-def test_cascade_with_the_local_backend_is_refused_before_anything_runs(replayed, tmp_path):
+@pytest.mark.parametrize("metadata, message", [
+    ({"judge_backend": "local", "judge_cascade": True}, "the judge backend is local"),
+    ({"judge_panel": [{"backend": "local"}, {"backend": "local"}]}, "names the same judge twice"),
+    ({"judge_panel": [{"backend": "local"}, {"backend": "openai"}], "judge_panel_rule": "most"},
+     "judge_panel_rule='most' must be one of majority, unanimous"),
+])
+def test_bad_panel_or_cascade_settings_are_refused_before_anything_runs(replayed, tmp_path, metadata, message):
     data_dir, outputs, _, _ = replayed
-    run = _run(outputs, data_dir, tmp_path, "out", {"judge_backend": "local", "judge_cascade": True})
-    assert run.returncode != 0 and "judge_cascade" in run.stderr and "judge_backend" in run.stderr
+    run = _run(outputs, data_dir, tmp_path, "out", metadata)
+    assert run.returncode != 0 and message in run.stderr
+    assert not list((tmp_path / "out").rglob("results_*.json"))
 
 
 def _texts(body: dict) -> str:
