@@ -186,6 +186,14 @@ def test_bad_run_options_say_what_to_do(metadata, message):
         resolve_run_options("exact_match", None, metadata, {})
 
 
+def test_yaml_layer_is_lowest():
+    yaml = {"panel": [{"backend": "local"}, {}], "panel_rule": "unanimous", "max_tokens": 64}
+    assert resolve_run_options("exact_match", yaml, {}, {}) == RunOptions(panel=({"backend": "local"}, {}),
+                                                                         panel_rule="unanimous")
+    assert resolve_run_options("exact_match", yaml, {"judge_panel_rule": "majority"}, {}).panel_rule == "majority"
+    assert resolve_settings("exact_match", yaml, {}, {}).max_tokens == 64  # the settings ignore the options
+
+
 def test_cascade_is_exact_match_only_and_unknown_env_still_refused():
     with pytest.raises(ConfigError, match="exact-match judge only"):
         resolve_run_options("vlm", None, {"judge_cascade": True}, {})
