@@ -25,6 +25,7 @@ rejected before anything runs.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import re
@@ -47,6 +48,10 @@ ENV_PREFIX = "MATHJUDGE_"
 SCOPES = {"exact_match": "gpt4em", "vlm": "vlm"}  # judge -> prefix of its own settings
 OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD")  # read elsewhere, not settings
 META_PREFIX = "judge_"
+# Judge-run options that are not per-judge settings (panel.py, cascade.py); same layers and names.
+RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade")
+PANEL_RULES = ("majority", "unanimous")
+MAX_PANEL = 9
 
 # Limits: a value outside them is a typo or a unit mix-up, never a useful setting.
 MAX_RETRIES_LIMIT = 20
@@ -125,14 +130,20 @@ def is_reasoning_model(model: str) -> bool:
 
 def resolve_settings(judge: str, yaml_settings: Mapping[str, Any] | None,
                      metadata: Mapping[str, Any] | None,
-                     environ: Mapping[str, str] | None = None) -> JudgeSettings:
-    """Merge the four layers into a validated JudgeSettings."""
+                     environ: Mapping[str, str] | None = None,
+                     overrides: Mapping[str, Any] | None = None) -> JudgeSettings:
+    """Merge the four layers into a validated JudgeSettings.
+
+    ``overrides`` (one judge-panel member's own settings) sit above every layer.
+    """
     environ = os.environ if environ is None else environ
     yaml_layer = _check_names(dict(yaml_settings or {}), "the task YAML's mathjudge.settings")
     refuse_credentials(yaml_layer, "the task YAML's mathjudge.settings")
     merged: dict[str, Any] = {}
-    for layer in (yaml_layer, _from_env(environ, judge), _from_metadata(metadata or {}, judge)):
+    for layer in (yaml_layer, _from_env(environ, judge), _from_metadata(metadata or {}, judge), overrides or {}):
         merged.update(layer)
+    for name in RUN_OPTIONS:  # resolved by resolve_run_options
+        merged.pop(name, None)
     backend = str(merged.get("backend", DEFAULT_BACKEND[judge]))
     if backend in BACKENDS and (judge, backend) not in DEFAULTS:
         raise ConfigError(f"the {judge} judge cannot run on the {backend} backend (the local judge only "
@@ -147,6 +158,95 @@ def resolve_settings(judge: str, yaml_settings: Mapping[str, Any] | None,
             values["max_tokens"] = max(values["max_tokens"], REASONING_MAX_TOKENS)
     values.setdefault("backend", backend)
     return JudgeSettings(**values)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a task's judge is run: one judge (the default), a panel, or a rule-then-LLM cascade."""
+    panel: tuple[Mapping[str, Any], ...] = ()  # each member: judge settings overriding the run's own
+    panel_rule: str = "majority"
+    panel_min: int | None = None  # None: a strict majority of the members must give a verdict
+    cascade: bool = False
+
+    def __post_init__(self):
+        for problem in _option_problems(self):
+            raise ConfigError(problem)
+
+    @property
+    def quorum(self) -> int:
+        return self.panel_min if self.panel_min is not None else len(self.panel) // 2 + 1
+
+
+def resolve_run_options(judge: str, yaml_settings: Mapping[str, Any] | None, metadata: Mapping[str, Any] | None,
+                        environ: Mapping[str, str] | None = None) -> RunOptions:
+    """The panel/cascade options, from the same layers and with the same precedence as the settings:
+    ``mathjudge.settings`` in the YAML, ``MATHJUDGE_[GPT4EM_|VLM_]PANEL...``, ``[gpt4em_|vlm_]judge_panel...``."""
+    environ = os.environ if environ is None else environ
+    merged: dict[str, Any] = {}
+    merged.update({k: v for k, v in (yaml_settings or {}).items() if k in RUN_OPTIONS})
+    merged.update({name: environ[p + name.upper()] for p in _env_prefixes(judge) for name in RUN_OPTIONS
+                   if environ.get(p + name.upper(), "") != ""})
+    for prefix in (META_PREFIX, f"{SCOPES[judge]}_{META_PREFIX}"):  # generic first, then this judge's own
+        merged.update({name: (metadata or {})[prefix + name] for name in RUN_OPTIONS
+                       if prefix + name in (metadata or {})})
+    values: dict[str, Any] = {}
+    if merged.get("panel") not in (None, "", [], ()):
+        values["panel"] = _panel_members(merged["panel"])
+    if merged.get("panel_rule") is not None:
+        values["panel_rule"] = str(merged["panel_rule"]).strip().lower()
+    if merged.get("panel_min") not in (None, ""):
+        try:
+            values["panel_min"] = _to_int(merged["panel_min"])
+        except (TypeError, ValueError):
+            raise ConfigError(f"judge setting panel_min={merged['panel_min']!r} is not a valid int") from None
+    if merged.get("cascade") is not None:
+        try:
+            values["cascade"] = _to_bool(merged["cascade"])
+        except ValueError:
+            raise ConfigError(f"judge setting cascade={merged['cascade']!r} is not a valid bool "
+                              "(true/false)") from None
+    options = RunOptions(**values)
+    if options.cascade and judge != "exact_match":
+        raise ConfigError(f"judge_cascade works with the exact-match judge only (the {judge} judge has no rule "
+                          "stage); remove it for this task")
+    return options
+
+
+def _panel_members(value: Any) -> tuple[dict[str, Any], ...]:
+    if isinstance(value, str):  # from an environment variable or a --model_args string
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ConfigError(f"judge setting panel={value!r} is not JSON; give a list of objects, e.g. "
+                              '[{"backend": "local"}, {"backend": "openai", "model": "gpt-4o-2024-08-06"}]') from None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(m, Mapping) for m in value):
+        raise ConfigError("judge setting panel must be a list of objects, one per member, each holding that "
+                          'member\'s judge settings, e.g. [{"backend": "local"}, {"backend": "openai"}]')
+    members = []
+    for i, member in enumerate(value, 1):
+        where = f"judge_panel member {i}"
+        unknown = [k for k in member if k not in _FIELDS]
+        if unknown:
+            _check_names({k: None for k in unknown if k not in RUN_OPTIONS}, where)
+            raise ConfigError(f"{where} sets {', '.join(unknown)}: a member holds judge settings only "
+                              "(panels do not nest, and rule/min/cascade belong to the whole run)")
+        refuse_credentials(member, where)
+        members.append(dict(member))
+    return tuple(members)
+
+
+def _option_problems(o: RunOptions):
+    if o.panel and not 2 <= len(o.panel) <= MAX_PANEL:
+        yield f"judge_panel has {len(o.panel)} member(s); a panel needs 2 to {MAX_PANEL}"
+    if o.panel_rule not in PANEL_RULES:
+        yield f"judge_panel_rule={o.panel_rule!r} must be one of {', '.join(PANEL_RULES)}"
+    if o.panel_min is not None and not 1 <= o.panel_min <= max(1, len(o.panel)):
+        yield (f"judge_panel_min={o.panel_min} must be between 1 and the number of panel members "
+               f"({len(o.panel)})")
+    if o.panel and o.cascade:
+        yield "judge_panel and judge_cascade cannot be combined; choose one"
+    if not o.panel and (o.panel_min is not None or o.panel_rule != "majority"):
+        yield "judge_panel_rule/judge_panel_min are set but judge_panel is not; add the panel members or remove them"
 
 
 # ---------------------------------------------------------------------- validation
@@ -200,7 +300,7 @@ def _env_prefixes(judge: str) -> list[str]:
 
 def _from_env(environ: Mapping[str, str], judge: str) -> dict[str, Any]:
     every = [p for j in SCOPES for p in _env_prefixes(j)]
-    known = {p + name.upper() for p in every for name in _FIELDS} | set(OTHER_ENV)
+    known = {p + name.upper() for p in every for name in (*_FIELDS, *RUN_OPTIONS)} | set(OTHER_ENV)
     unknown = sorted(v for v in environ if v.startswith(ENV_PREFIX) and v not in known)
     if unknown:
         raise ConfigError(f"unknown environment variable {', '.join(unknown)}: judge settings are MATHJUDGE_<NAME> "
@@ -223,7 +323,7 @@ def _from_metadata(metadata: Mapping[str, Any], judge: str) -> dict[str, Any]:
 
 def _check_names(values: dict[str, Any], where: str, prefix: str = "") -> dict[str, Any]:
     for name in values:
-        if name in _FIELDS:  # known settings are never secrets (max_tokens contains "token")
+        if name in _FIELDS or name in RUN_OPTIONS:  # known settings are never secrets (max_tokens contains "token")
             continue
         if looks_like_credential(name):
             raise ConfigError(_credential_message(where, prefix + name))

@@ -5,7 +5,8 @@ would cost N x latency. Instead ``apply_filters`` (which lm-eval calls once
 per task, after all generations) judges every (doc, response) of the task in
 one concurrent batch, and ``process_results`` only reads the verdicts. So the
 metrics still flow through lm-eval's own aggregation (mean, stderr),
-``--log_samples`` and loggers.
+``--log_samples`` and loggers. A panel of judges (``panel.py``) or a rule-then-LLM
+cascade (``cascade.py``) stands in for the single client when the settings ask for one.
 
 Task YAMLs select this class with ``class: !function
 lm_eval_mathjudge.harness.JudgedTask`` and describe the judge in a
@@ -25,13 +26,14 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from . import backends, compat, data, generators, prompts, recovery
+from . import backends, cascade, compat, data, generators, prompts, recovery
 from .cache import ReplyCache
 from .client import JudgeClient, outcome_from_error, preflight_once
 from .compat import TaskBase
-from .config import JudgeSettings, resolve_settings
+from .config import JudgeSettings, RunOptions, resolve_run_options, resolve_settings
 from .errors import ConfigError, JudgeRunError, MediaError
 from .judges import JUDGE_FAILED, JUDGES, Judge
+from .panel import Panel
 from .redact import install_log_filter, public_url, redact
 from .types import JudgeRequest, Outcome, clean_text
 
@@ -42,6 +44,7 @@ def register_metrics() -> None:
     """Make every judge metric known to lm-eval (mean aggregation, closed-form stderr)."""
     names = {JUDGE_FAILED: False}
     names.update({m: True for judge in JUDGES.values() for m in judge.metric_names})
+    names.update({m: True for m in cascade.METRICS.values()})
     for name, higher in names.items():
         compat.register_metric(name, higher)
 
@@ -55,6 +58,11 @@ class JudgedTask(TaskBase):
         self._local_name: str | None = config.pop("mathjudge_dataset", None)
         self._settings: JudgeSettings = resolve_settings(self._judge.name, block.get("settings"),
                                                          config.get("metadata"))
+        self._options: RunOptions = resolve_run_options(self._judge.name, block.get("settings"), config.get("metadata"))
+        self._members = self._member_settings(block.get("settings"), config.get("metadata"))
+        if self._options.cascade and config.get("metric_list"):  # the metric name says it is a cascade's
+            config["metric_list"] = [{**m, "metric": cascade.METRICS.get(m.get("metric"), m.get("metric"))}
+                                     for m in config["metric_list"]]
         self._scores: dict[str, dict[str, float]] = {}
         self._client: JudgeClient | None = None
         self._fatal = None
@@ -119,24 +127,57 @@ class JudgedTask(TaskBase):
     def _bypassed(self) -> bool:
         return self._compat_predict_only()  # --predict_only: no judging at all
 
+    def _member_settings(self, yaml_settings, metadata) -> list[JudgeSettings]:
+        """The judges a panel or cascade runs, each resolved like the task's own settings."""
+        if self._options.panel:
+            members = [resolve_settings(self._judge.name, yaml_settings, metadata, overrides=m)
+                       for m in self._options.panel]
+            seen = [m.public() for m in members]
+            if any(seen.count(m) > 1 for m in seen):
+                raise ConfigError("judge_panel names the same judge twice (identical settings): it would only "
+                                  "repeat its cached verdicts; give each member another backend or model")
+            return members
+        if self._options.cascade:
+            if self._settings.backend == "local":
+                raise ConfigError("judge_cascade sends what the local rule does not accept to an LLM judge, but "
+                                  "the judge backend is local; set judge_backend to openai, azure or gemini")
+            return [resolve_settings(self._judge.name, yaml_settings, metadata, overrides={"backend": "local"}),
+                    self._settings]
+        return [self._settings]
+
     def _open_judge(self) -> None:
         if self._client is not None:
             return
-        backends.check_credentials(self._settings, self._judge.name)
-        backend = backends.build(self._settings, self._judge.name)
+        clients: list[tuple[str, JudgeClient]] = []
+        try:
+            for settings in self._members:
+                clients.append((_label(settings, clients), self._open_client(settings)))
+        except BaseException:
+            for _, client in clients:
+                client.close()
+            raise
+        if self._options.panel:
+            self._client = Panel(clients, self._options.panel_rule, self._options.quorum, self._judge.describe)
+        elif self._options.cascade:
+            self._client = cascade.Cascade(clients[0], clients[1], self._judge.describe)
+        else:
+            self._client = clients[0][1]
+
+    def _open_client(self, settings: JudgeSettings) -> JudgeClient:
+        backends.check_credentials(settings, self._judge.name)
+        backend = backends.build(settings, self._judge.name)
         install_log_filter()  # after the backend's module exists: its logger is scrubbed too
         try:
-            preflight_once(backend, self._settings)  # one free call: endpoint, key and model answer
-            cache = ReplyCache(self._settings.resolved_cache_dir()) if self._settings.cache else None
+            preflight_once(backend, settings)  # one free call: endpoint, key and model answer
+            cache = ReplyCache(settings.resolved_cache_dir()) if settings.cache else None
         except (OSError, sqlite3.Error) as exc:
             backend.close()
-            raise ConfigError(f"cannot open the judge cache in {self._settings.resolved_cache_dir()} ({exc}); "
+            raise ConfigError(f"cannot open the judge cache in {settings.resolved_cache_dir()} ({exc}); "
                               "set MATHJUDGE_CACHE_DIR to a writable folder, or judge_cache=false") from None
         except BaseException:
             backend.close()
             raise
-        self._client = JudgeClient(backend, self._judge.parse, self._settings,
-                                   prompts.load(self._judge.template).version, cache)
+        return JudgeClient(backend, self._judge.parse, settings, prompts.load(self._judge.template).version, cache)
 
     def _close_judge(self) -> None:
         if self._client is not None:
@@ -147,19 +188,23 @@ class JudgedTask(TaskBase):
         slots = [(inst, key, _as_text(value)) for inst in self._instances
                  for key, value in inst.filtered_resps.items()]
         self._open_judge()
-        outcomes = self._run_judge([(inst.doc, response) for inst, _, response in slots])
-        for (inst, key, response), outcome in zip(slots, outcomes):
-            record = json.dumps(self._record(response, outcome), ensure_ascii=False)
-            self._scores[record] = self._judge.scores(outcome.verdict)
+        outcomes, details = self._run_judge([(inst.doc, response) for inst, _, response in slots])
+        for (inst, key, response), outcome, detail in zip(slots, outcomes, details):
+            record = json.dumps({**self._record(response, outcome), **detail}, ensure_ascii=False)
+            scores = self._judge.scores(outcome.verdict)
+            self._scores[record] = cascade.rename(scores) if self._options.cascade else scores
             inst.filtered_resps[key] = record
         self._raise_for_transport_failures(outcomes)
 
-    def _run_judge(self, pairs: list[tuple[dict, str]]) -> list[Outcome]:
+    def _run_judge(self, pairs: list[tuple[dict, str]]) -> tuple[list[Outcome], list[dict[str, Any]]]:
+        """One outcome per pair, and what a panel or cascade adds to each sample's record."""
         client = self._client
         built = [self._build_request(doc, response) for doc, response in pairs]
         todo = [item for item in built if isinstance(item, JudgeRequest)]
         judged = iter(client.judge_all(todo, desc=f"judging {self.config.task}"))
         outcomes = [next(judged) if isinstance(item, JudgeRequest) else item for item in built]
+        extra = iter(getattr(client, "details", None) or [{}] * len(todo))
+        details = [next(extra) if isinstance(item, JudgeRequest) else {} for item in built]
         stats = client.stats.as_dict()
         stats["failures"] = dict(Counter(o.failure for o in outcomes if o.failure))  # per sample
         not_generated = Counter(o.failure for item, o in zip(built, outcomes) if not isinstance(item, JudgeRequest))
@@ -170,7 +215,7 @@ class JudgedTask(TaskBase):
         self.config.metadata["judge"]["run"] = stats
         log.info("%s: %s", self.config.task, stats)
         self._fatal = client.fatal_error
-        return outcomes
+        return outcomes, details
 
     def _build_request(self, doc: dict, response: str) -> JudgeRequest | Outcome:
         failed = generators.generation_failure(response)
@@ -191,7 +236,8 @@ class JudgedTask(TaskBase):
             "error": redact(outcome.error) if outcome.error else outcome.error,
             "raw_reply": redact(outcome.raw_reply) if outcome.raw_reply else outcome.raw_reply,
             "cached": outcome.cached,
-            "judge": f"{self._settings.backend}:{self._settings.model}",
+            "judge": (f"panel:{self._options.panel_rule}" if self._options.panel
+                      else f"{self._settings.backend}:{self._settings.model}"),
             "response": response,
         }
 
@@ -219,13 +265,31 @@ class JudgedTask(TaskBase):
                 "base_url": public_url(self._settings.base_url) if self._settings.base_url else None,
                 "endpoint": backends.effective_endpoint(self._settings),
                 "cache_dir": self._settings.resolved_cache_dir() if self._settings.cache else None,
-                "prompt_version": prompts.load(self._judge.template).version}
+                "prompt_version": prompts.load(self._judge.template).version, **self._run_provenance()}
+
+    def _run_provenance(self) -> dict[str, Any]:
+        """A panel's members (or a cascade's stages), with their full settings."""
+        def public(s: JudgeSettings) -> dict[str, Any]:
+            return {**s.public(), "base_url": public_url(s.base_url) if s.base_url else None,
+                    "endpoint": backends.effective_endpoint(s)}
+        if self._options.panel:
+            return {"panel": {"rule": self._options.panel_rule, "min": self._options.quorum,
+                              "members": [public(s) for s in self._members]}}
+        if self._options.cascade:
+            return {"cascade": {"rule": public(self._members[0]), "llm": public(self._members[1])}}
+        return {}
 
 
 def _judge_named(name: str, task: str | None) -> Judge:
     if name not in JUDGES:
         raise ConfigError(f"task {task}: unknown judge {name!r} in the mathjudge block; known: {', '.join(JUDGES)}")
     return JUDGES[name]
+
+
+def _label(settings: JudgeSettings, taken: list[tuple[str, Any]]) -> str:
+    label = f"{settings.backend}:{settings.model}"
+    names = [name for name, _ in taken]
+    return label if label not in names else f"{label}#{len(taken) + 1}"
 
 
 def _as_text(value: Any) -> str:
