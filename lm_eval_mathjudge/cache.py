@@ -33,6 +33,7 @@ import uuid
 from typing import Any
 
 from .errors import ConfigError
+from .files import private_dir
 from .types import Reply  # also re-exported: Reply lived here before it moved to the contract module
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ def request_key(payload: dict[str, Any]) -> str:
 
 class ReplyCache:
     def __init__(self, directory: str):
-        _private_dir(directory)
+        private_dir(directory)
         self.path = os.path.join(directory, FILE_NAME)
         self._lock = threading.Lock()
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -212,24 +213,6 @@ def _pid_alive(pid: int) -> bool:
     except (PermissionError, OSError):
         return True  # exists, owned by someone else (or the platform cannot tell): assume alive
     return True
-
-
-def _private_dir(directory: str) -> None:
-    """Create missing folders 0700 (an existing folder keeps its mode: it may be shared on purpose)."""
-    missing = []
-    path = os.path.abspath(directory)
-    while not os.path.isdir(path):
-        missing.append(path)
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    for folder in reversed(missing):
-        try:
-            os.mkdir(folder, 0o700)
-        except FileExistsError:
-            pass
-        os.chmod(folder, 0o700)  # mkdir's mode is filtered by the umask
 
 
 def _private_files(path: str) -> None:

@@ -21,7 +21,7 @@ import weakref
 from typing import Any, Iterable
 
 from ._startup import REPLAY_MODEL
-from .cache import _private_dir
+from .files import private_dir, write_atomic
 from .redact import redact
 
 log = logging.getLogger(__name__)
@@ -63,36 +63,10 @@ def save_generations(cache_dir: str, rows: Iterable[tuple[str, int, dict, str]])
     from .replay import question_of
 
     folder = os.path.join(cache_dir, GENERATIONS_DIR)
-    _private_dir(folder)
+    private_dir(folder)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     path = os.path.join(folder, f"generations-{stamp}-{os.getpid()}-{time.time_ns() % 10**9:09d}.jsonl")
     lines = [json.dumps({"task": task, "doc_id": doc_id, "question": question_of(doc), "response": response},
                         ensure_ascii=True, default=str) + "\n" for task, doc_id, doc, response in rows]
     write_atomic(path, "".join(lines))
     return path
-
-
-def write_atomic(path: str, text: str) -> None:
-    """tmp file (0600) + fsync + rename: a reader sees the whole file or none of it."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
-    try:  # the rename itself survives a crash only once the folder is synced
-        dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass  # e.g. a platform without directory fsync

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from tests.conftest import DATASETS, read_jsonl
-from tests.e2e import CANARY_KEY, boxed, exact_match_judge, question_of, run_lm_eval
+from tests.e2e import CANARY_KEY, boxed, question_of, run_lm_eval
 from tests.loopback import ChatCompletionsServer, GeminiServer
 
 N = 3  # docs per data set

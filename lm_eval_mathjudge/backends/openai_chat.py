@@ -154,7 +154,7 @@ class OpenAIChatBackend:
             "the key and judge_model; judge_preflight=false skips this check", kind="preflight", status=exc.status)
 
     def _status_error(self, exc: openai.APIStatusError) -> JudgeCallError:
-        return status_error(exc.status_code, _server_message(exc), keys=KEYS, endpoint=self._endpoint,
+        return status_error(exc.status_code, server_message(exc), keys=KEYS, endpoint=self._endpoint,
                             headers=exc.response.headers, code=getattr(exc, "code", None))
 
     def _exchange_error(self, exc: openai.APIError) -> JudgeCallError:
@@ -181,7 +181,7 @@ def _about_model(exc: openai.APIStatusError, model: str) -> bool:
     \"llama3\" not found"). A 404 that only echoes the path (".../models/llama3")
     or says "Not Found" is about the route.
     """
-    message = _server_message(exc)
+    message = server_message(exc)
     return str(getattr(exc, "code", "") or "") == "model_not_found" or (model in message and "/models/" not in message)
 
 
@@ -211,7 +211,7 @@ def _usage(raw: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def _server_message(exc: openai.APIStatusError) -> str:
+def server_message(exc: openai.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, dict):
         body = body.get("error", body)

@@ -18,7 +18,9 @@ import openai
 
 from ..errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
 from ..redact import redact
-from ..retry import parse_retry_after, transient_status
+from ..backends._http import header_retry_after
+from ..backends.openai_chat import server_message
+from ..retry import transient_status
 from .base import GeneratedMedia, GeneratorLM, GeneratorSettings, Job
 
 T = TypeVar("T")
@@ -106,10 +108,7 @@ def status_error(exc: openai.APIStatusError, what: str) -> Exception:
     status = exc.status_code
     message = redact(f"{what} returned HTTP {status}: {server_message(exc)}")
     if transient_status(status):
-        headers = exc.response.headers
-        retry_after = parse_retry_after(headers.get("retry-after"))
-        if retry_after is None and headers.get("retry-after-ms"):
-            retry_after = (parse_retry_after(headers.get("retry-after-ms")) or 0) / 1000
+        retry_after = header_retry_after(exc.response.headers)
         kind = "rate_limited" if status == 429 else f"http_{status}"
         return TransientJudgeError(message, kind=kind, status=status, retry_after=retry_after)
     if status == 400 and refused(str(getattr(exc, "code", "") or ""), message):
@@ -123,12 +122,3 @@ def status_error(exc: openai.APIStatusError, what: str) -> Exception:
 def refused(code: str, message: str) -> bool:
     text = f"{code} {message}".lower()
     return any(c in text for c in REFUSAL_CODES) or "safety system" in text
-
-
-def server_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        body = body.get("error", body)
-        if isinstance(body, dict):
-            return str(body.get("message") or body)[:500]
-    return str(body or exc.message)[:500]

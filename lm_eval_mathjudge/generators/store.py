@@ -29,6 +29,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from ..files import write_atomic
 from ..media import IMAGE_TYPES, VIDEO_TYPES
 
 SCHEMA_VERSION = 1  # part of every key: bump when the key recipe changes
@@ -97,7 +98,7 @@ class MediaStore:
         name = f"{sha}{EXTENSIONS[mime_type]}"
         path = os.path.join(self.directory, name)
         if not (os.path.isfile(path) and os.path.getsize(path) == len(data)):
-            self._write_atomically(path, data)
+            write_atomic(path, data, tmp=os.path.join(self.directory, f"{_TMP_PREFIX}{uuid.uuid4().hex}"))
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -110,23 +111,6 @@ class MediaStore:
                 self._db.execute("ROLLBACK")
                 raise
         return StoredMedia(path, sha, len(data), mime_type)
-
-    def _write_atomically(self, path: str, data: bytes) -> None:
-        tmp = os.path.join(self.directory, f"{_TMP_PREFIX}{uuid.uuid4().hex}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        _fsync_dir(self.directory)
 
     def _remove_stale_partials(self) -> None:
         cutoff = time.time() - _STALE_TMP_SECONDS
@@ -178,17 +162,3 @@ def _private(path: str) -> None:
         os.chmod(path, 0o600)
     except OSError:  # e.g. a file system without modes: the folder's 0700 still applies
         pass
-
-
-def _fsync_dir(directory: str) -> None:
-    """Make the rename itself durable (POSIX); a no-op where folders cannot be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -6,7 +6,6 @@ so ``mathjudge --help`` and the package import stay cheap.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys

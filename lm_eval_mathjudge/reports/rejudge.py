@@ -23,7 +23,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from .runs import ReportError, Sample, load_samples, model_name, question_of
+from .runs import ReportError, Sample, load_samples, model_name
 
 log = logging.getLogger(__name__)
 
