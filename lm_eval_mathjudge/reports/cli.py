@@ -71,12 +71,14 @@ def _leaderboard(args) -> int:
     for name, text in files.items():
         with open(os.path.join(args.out, name), "w", encoding="utf-8") as fh:
             fh.write(text)
+    kinds = ["md", "csv", "html", "svg"]
     try:
         chart.png(board, os.path.join(args.out, "leaderboard.png"))
+        kinds.append("png")
     except chart.MissingMatplotlib as exc:
         print(f"mathjudge leaderboard: {exc}; the other files are written", file=sys.stderr)
     sys.stdout.write(leaderboard.to_markdown(board))
-    print(f"\nwritten to {args.out}/leaderboard.{{md,csv,html,svg,png}}")
+    print(f"\nwritten to {args.out}/leaderboard.{{{','.join(kinds)}}}")
     return 0
 
 
