@@ -12,12 +12,12 @@ primary metric unless it names another.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import stats
-from .runs import ReportError, Run, Sample, by_key, metric_label, primary_metric, question_hash, question_of
+from .runs import (ReportError, Run, Sample, by_key, metric_label, primary_metric, question_hash, question_of,
+                   read_jsonl)
 
 _TRUE = {"1", "true", "correct", "yes", "y", "right"}
 _FALSE = {"0", "false", "incorrect", "no", "n", "wrong"}
@@ -126,18 +126,7 @@ def _metric_key(name: str | None, metrics: dict) -> str | None:
 
 def _read_labels(path: str, label_field: str) -> list[dict[str, Any]]:
     records = []
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = list(enumerate(fh, 1))
-    except OSError as exc:
-        raise ReportError(f"labels file {path}: {exc.strerror}") from None
-    for number, line in lines:
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ReportError(f"{path}:{number} is not valid JSON ({exc.msg})") from None
+    for number, row in read_jsonl(path, "labels file"):
         if label_field not in row:
             raise ReportError(f"{path}:{number} has no {label_field!r} field (choose the field with --label-field)")
         question = question_of(row)

@@ -95,7 +95,7 @@ def targets_for(task: str, chosen: list[str] | None) -> list[str]:
 
 def plan(sources: list[Source], docs: dict[str, list[dict]], chosen: list[str] | None) -> Plan:
     """Match every source sample to a doc of a target task by question text."""
-    from ..replay import _question_of as replay_question  # the text replay matches requests by
+    from ..replay import question_of as replay_question  # the text replay matches requests by
 
     result = Plan(sources[0].model)
     index = {t: {_norm(text): i for i, doc in enumerate(d) for text in _texts(doc)} for t, d in docs.items()}

@@ -239,19 +239,29 @@ def _samples_file(results_path: str, task: str, stamp: str | None) -> str | None
 def load_samples(path: str, task: str) -> list[Sample]:
     """One Sample per doc; lm-eval writes a line per (doc, filter), whose scores are merged."""
     out: dict[int, Sample] = {}
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
+    for _, row in read_jsonl(path):
+        sample = _sample(row, task)
+        seen = out.get(sample.doc_id)
+        out[sample.doc_id] = sample if seen is None else dataclasses.replace(
+            seen, scores={**seen.scores, **sample.scores})
+    return list(out.values())
+
+
+def read_jsonl(path: str, what: str = "file") -> list[tuple[int, dict[str, Any]]]:
+    """(line number, row) for every non-blank line; unreadable files and bad JSON are ReportErrors."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = list(enumerate(fh, 1))
+    except OSError as exc:
+        raise ReportError(f"{what} {path}: {exc.strerror}") from None
+    rows = []
+    for number, line in lines:
+        if line.strip():
             try:
-                row = json.loads(line)
+                rows.append((number, json.loads(line)))
             except json.JSONDecodeError as exc:
                 raise ReportError(f"{path}:{number} is not valid JSON ({exc.msg})") from None
-            sample = _sample(row, task)
-            seen = out.get(sample.doc_id)
-            out[sample.doc_id] = sample if seen is None else dataclasses.replace(
-                seen, scores={**seen.scores, **sample.scores})
-    return list(out.values())
+    return rows
 
 
 def _sample(row: dict[str, Any], task: str) -> Sample:
