@@ -19,7 +19,10 @@ from pathlib import Path
 import pytest
 
 from lm_eval_mathjudge.__main__ import main
+from tests.conftest import SHARED_DATA
 from tests.reports_fixtures import MODELS, three_runs
+
+DATA_FILE = SHARED_DATA / "gsm8k" / "test.jsonl"  # where the runs' docs come from (MATHJUDGE_DATA_DIR)
 
 NAMES = {m: f"{m}.jsonl" for m in MODELS}  # lm-eval records the replay path as the model name
 # By construction (tests/reports_fixtures.py): correct docs 68, 60, 58 of 100; discordant pairs
@@ -56,7 +59,8 @@ def test_csv_has_a_row_per_model_task_metric_ranked_with_tests_against_the_top(b
         assert float(row["ci_low"]) < value < float(row["ci_high"])
         assert row["p_value"] == "" if p is None else float(row["p_value"]) == pytest.approx(p, rel=1e-9)
         assert row["judge"] == "local:math-verify" and row["prompt_version"].startswith("exact_match@")
-        assert row["data"].startswith("openai/gsm8k main test, 100 docs #")
+        # MATHJUDGE_DATA_DIR runs record the local file as the data set, so the column names it
+        assert row["data"].startswith(f"{DATA_FILE} main test, 100 docs #")
     verifier = next(r for r in primary if r["model"] == NAMES["gpt3-verifier"])
     assert (float(verifier["ci_low"]), float(verifier["ci_high"])) == pytest.approx((0.4821, 0.6720), abs=5e-5)
     assert float(verifier["diff_vs_top"]) == pytest.approx(-0.10)
