@@ -6,6 +6,8 @@ able to import them by module name.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 # Judge replies as GPT-4-Turbo writes them for the exact-match contract.
 REPLY_CORRECT = ("Error Analysis: The student's final answer of 18 matches the reference answer of 18.\n"
                  "Final Verdict: Correct")
@@ -107,3 +109,16 @@ def shared_cache_judge(cache_dir: str, base_url: str, prompts: list, start, resu
                      client.stats.calls, client.stats.shared, []))
     except Exception as exc:  # noqa: BLE001 - reported to the parent
         results.put(([], 0, 0, [f"{type(exc).__name__}: {exc}"]))
+
+
+@dataclass
+class Req:
+    """The parts of an lm-eval Instance a generator reads."""
+    question: str
+    task_name: str = "gsm8k_vlmjudge"
+    doc_id: int = 0
+    args: tuple = ("task prompt", {})
+    doc: dict = field(init=False)
+
+    def __post_init__(self):
+        self.doc = {"mj_question": self.question}

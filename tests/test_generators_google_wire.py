@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import functools
 import os
-from dataclasses import dataclass, field
 
 import pytest
 
@@ -24,6 +23,7 @@ from lm_eval_mathjudge.generators.store import MediaStore
 from lm_eval_mathjudge.generators.veo import VeoGenerator
 from lm_eval_mathjudge.retry import RetryPolicy
 from tests import media_fixtures as fx
+from tests._helpers import Req
 from tests.loopback.google_media_server import ACCESS_TOKEN, PROJECT, GoogleMediaServer
 
 CANARY = "AIza-canary-media-0123456789abcdef"
@@ -357,17 +357,6 @@ def test_veo_refuses_the_gemini_api(tmp_path):
 
 # ----------------------------------------------------------------------- through the lm-eval class
 
-@dataclass
-class Req:
-    """The parts of an lm-eval Instance a generator reads."""
-    question: str
-    task_name: str = "gsm8k_vlmjudge"
-    doc_id: int = 0
-    args: tuple = ("task prompt", {})
-    doc: dict = field(init=False)
-
-    def __post_init__(self):
-        self.doc = {"mj_question": self.question}
 
 
 def test_an_image_cut_short_in_the_payload_is_retried_and_never_stored(server, script, tmp_path, monkeypatch):

@@ -8,7 +8,6 @@ an image, a poll timeout, and a job the server forgot.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -18,23 +17,13 @@ from lm_eval_mathjudge.errors import ConfigError, GenerationRunError
 from lm_eval_mathjudge.generators.openai_image import OpenAIImageLM
 from lm_eval_mathjudge.generators.sora import SoraLM
 from tests import media_fixtures as fx
+from tests._helpers import Req
 from tests.e2e import CANARY_KEY
 from tests.loopback.openai_media_server import MODERATION, OpenAIMediaServer
 
 PNG, MP4 = fx.png(rgb=(0, 0, 255)), fx.mp4(payload_bytes=2048)
 
 
-@dataclass
-class Req:
-    """The parts of an lm-eval Instance a generator reads."""
-    question: str
-    task_name: str = "gsm8k_vlmjudge"
-    doc_id: int = 0
-    args: tuple = ("task prompt", {})
-    doc: dict = field(init=False)
-
-    def __post_init__(self):
-        self.doc = {"mj_question": self.question}
 
 
 @pytest.fixture
