@@ -61,6 +61,10 @@ MAX_TEMPERATURE = 2.0  # the largest any supported API accepts
 MAX_TOKENS_LIMIT = 1_000_000
 THINKING_BUDGET_MAX = 32768  # Gemini 2.5 Pro's largest thinking budget; -1 = dynamic, 0 = off
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+MODES = ("online", "batch")
+BATCH_FALLBACKS = ("online", "fail")
+MAX_BATCH_POLL = 3600.0  # seconds between two reads of a batch job's state
+MAX_BATCH_HOURS = 48.0
 # Reasoning models spend hidden tokens before the verdict; OpenAI advises reserving ~25k.
 REASONING_MAX_TOKENS = 25000
 GEMINI_THINKING_MAX_TOKENS = 8192  # Gemini 2.5 thinks within max_output_tokens
@@ -82,6 +86,16 @@ class JudgeSettings:
     preflight: bool = True  # one free call (model lookup) before generation checks endpoint, key, model
     thinking_budget: int | None = None  # Gemini thinking tokens (-1 dynamic); None: the model's default
     reasoning_effort: str | None = None  # OpenAI reasoning models (o-series, GPT-5): minimal/low/medium/high
+    tpm: float = 0.0  # prompt + completion tokens per minute across all threads; 0 = unlimited
+    adaptive: bool = True  # lower the calls in flight on 429s, raise them again on success
+    mode: str = "online"  # "batch": the provider's batch API (about half price, slower)
+    batch_poll_seconds: float = 30.0  # how often a batch job's state is read
+    batch_max_hours: float = 26.0  # stop waiting for a batch job after this (the providers' window is 24 h)
+    batch_wait: bool = True  # false: submit the batch and stop; a rerun of the same command collects it
+    batch_fallback: str = "online"  # items a batch failed or expired: "online" calls, or "fail" (counted)
+    dry_run: bool = False  # print the cost estimate and stop before any judge call
+    budget_usd: float | None = None  # refuse to start judging when the estimate is above this
+    prices: str | None = None  # a JSON object or a .json/.yaml file overriding the price table
 
     def __post_init__(self):
         for f in fields(self):
@@ -103,7 +117,10 @@ _TYPES: dict[str, tuple[type, bool]] = {
     "backend": (str, False), "model": (str, False), "base_url": (str, True), "temperature": (float, False),
     "max_tokens": (int, False), "concurrency": (int, False), "rpm": (float, False), "timeout": (float, False),
     "max_retries": (int, False), "cache": (bool, False), "cache_dir": (str, True), "preflight": (bool, False),
-    "thinking_budget": (int, True), "reasoning_effort": (str, True),
+    "thinking_budget": (int, True), "reasoning_effort": (str, True), "tpm": (float, False),
+    "adaptive": (bool, False), "mode": (str, False), "batch_poll_seconds": (float, False),
+    "batch_max_hours": (float, False), "batch_wait": (bool, False), "batch_fallback": (str, False),
+    "dry_run": (bool, False), "budget_usd": (float, True), "prices": (str, True),
 }
 assert set(_TYPES) == set(_FIELDS), "every setting needs an entry in _TYPES"
 
@@ -267,7 +284,7 @@ def _problems(s: JudgeSettings):
         yield f"judge backend {s.backend!r} is unknown; use one of {', '.join(BACKENDS)}"
     if not s.model.strip():
         yield "judge model is empty; name a model or remove the setting to use the default"
-    for name in ("temperature", "rpm", "timeout"):
+    for name in ("temperature", "rpm", "timeout", "tpm", "batch_poll_seconds", "batch_max_hours"):
         if not math.isfinite(getattr(s, name)):
             yield f"judge {name}={getattr(s, name)} is not a finite number"
     if not 0.0 <= s.temperature <= MAX_TEMPERATURE:
@@ -283,6 +300,20 @@ def _problems(s: JudgeSettings):
         yield f"judge timeout={s.timeout} must be more than 0 and at most {MAX_TIMEOUT:.0f} seconds"
     if s.rpm < 0:
         yield f"judge rpm={s.rpm} must be positive (0 = unlimited)"
+    if s.tpm < 0:
+        yield f"judge tpm={s.tpm} must be positive (0 = unlimited)"
+    if s.mode not in MODES:
+        yield f"judge mode={s.mode!r} must be one of {', '.join(MODES)}"
+    if s.batch_fallback not in BATCH_FALLBACKS:
+        yield f"judge batch_fallback={s.batch_fallback!r} must be one of {', '.join(BATCH_FALLBACKS)}"
+    if not 0 < s.batch_poll_seconds <= MAX_BATCH_POLL:
+        yield f"judge batch_poll_seconds={s.batch_poll_seconds} must be more than 0 and at most {MAX_BATCH_POLL:.0f}"
+    if not 0 < s.batch_max_hours <= MAX_BATCH_HOURS:
+        yield f"judge batch_max_hours={s.batch_max_hours} must be more than 0 and at most {MAX_BATCH_HOURS:.0f}"
+    if s.budget_usd is not None and not (math.isfinite(s.budget_usd) and s.budget_usd >= 0):
+        yield f"judge budget_usd={s.budget_usd} must be a finite amount of dollars, 0 or more"
+    if s.prices is not None and not s.prices.strip():
+        yield "judge prices is empty; give a JSON object or a file, or remove the setting"
     if s.thinking_budget is not None and not (s.thinking_budget == -1 or 0 <= s.thinking_budget <= THINKING_BUDGET_MAX):
         yield f"judge thinking_budget={s.thinking_budget} must be -1 (dynamic) or 0..{THINKING_BUDGET_MAX}"
     if s.reasoning_effort is not None and s.reasoning_effort not in REASONING_EFFORTS:

@@ -5,6 +5,8 @@ Every call passes ``environ=`` explicitly: the real process environment is never
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from lm_eval_mathjudge.config import (
@@ -237,7 +239,32 @@ def test_settings_are_frozen_and_public_has_every_field():
         settings.concurrency = 2  # type: ignore[misc]
     assert set(settings.public()) == {
         "backend", "model", "base_url", "temperature", "max_tokens", "concurrency", "rpm",
-        "timeout", "max_retries", "cache", "cache_dir", "preflight", "thinking_budget", "reasoning_effort"}
+        "timeout", "max_retries", "cache", "cache_dir", "preflight", "thinking_budget", "reasoning_effort",
+        "tpm", "adaptive", "mode", "batch_poll_seconds", "batch_max_hours", "batch_wait", "batch_fallback",
+        "dry_run", "budget_usd", "prices"}
+
+
+@pytest.mark.parametrize("metadata, message", [
+    ({"judge_mode": "offline"}, "mode='offline' must be one of online, batch"),
+    ({"judge_batch_fallback": "retry"}, "batch_fallback='retry' must be one of online, fail"),
+    ({"judge_batch_poll_seconds": "0"}, "batch_poll_seconds=0.0 must be more than 0"),
+    ({"judge_batch_max_hours": "100"}, "batch_max_hours=100.0 must be more than 0 and at most 48"),
+    ({"judge_tpm": "-5"}, "tpm=-5.0 must be positive"),
+    ({"judge_budget_usd": "-1"}, "budget_usd=-1.0 must be a finite amount"),
+    ({"judge_budget_usd": "nan"}, "budget_usd='nan' is not a valid float"),
+    ({"judge_dry_run": "maybe"}, "dry_run='maybe' is not a valid bool"),
+])
+def test_scale_settings_are_checked(metadata, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        resolve_settings("exact_match", None, metadata, environ={})
+
+
+def test_scale_settings_resolve_per_judge():
+    meta = {"gpt4em_judge_mode": "batch", "judge_budget_usd": "2.5", "judge_tpm": "90000"}
+    em = resolve_settings("exact_match", None, meta, environ={})
+    vlm = resolve_settings("vlm", None, meta, environ={})
+    assert (em.mode, em.budget_usd, em.tpm) == ("batch", 2.5, 90000.0)
+    assert (vlm.mode, vlm.budget_usd) == ("online", 2.5)
 
 
 # ---------------------------------------------------------------- judge-scoped settings
