@@ -94,7 +94,8 @@ class BatchProvider(Protocol):
     limits: Limits
 
     def submit(self, items: Sequence[Item]) -> str:
-        """Upload and create one job for ``items``; return its id. Raises JudgeCallError."""
+        """Upload and create one job for ``items``; return its id ("" when no item could be encoded,
+        so there is no job). Raises JudgeCallError (nothing is left uploaded when it does)."""
 
     def status(self, job_id: str) -> JobStatus:
         """One read of the job's state. Raises JudgeCallError (transient ones are retried by the runner)."""
