@@ -90,6 +90,16 @@ class OpenAIBatchServer(ChatCompletionsServer):
     def release(self) -> None:
         self.hold = False
 
+    def complete_jobs(self) -> None:
+        """Move every job to its final state now (the hours a real batch takes, between two runs)."""
+        self.hold = False
+        with self._jobs_lock:
+            for job in self.jobs.values():
+                for _ in range(self.polls_in_progress + 4):
+                    if job.status in ("completed", "failed", "expired", "cancelled"):
+                        break
+                    self._advance(job)
+
     # -- routing -----------------------------------------------------------------
     def route(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
         kind, item, action = _kind(path)
