@@ -66,8 +66,9 @@ class GeminiBatchServer(GeminiServer):
 
     pending_reads / running_reads: how many GETs a job spends in each state
     before it ends; end_state: how jobs end (BATCH_STATE_SUCCEEDED, or FAILED /
-    EXPIRED / CANCELLED, which carry no output). `jobs` and `deleted_jobs`
-    expose the server side for assertions.
+    EXPIRED / CANCELLED, which carry no output). `batch_responder`, when
+    set, answers batch items instead of `responder` (faults that only the
+    batch sees). `jobs` and `deleted_jobs` expose the server side for assertions.
     """
 
     def __init__(self, responder=None, latency: float = 0.0, processing_polls: int = 1,
@@ -76,6 +77,7 @@ class GeminiBatchServer(GeminiServer):
         self.running_reads = running_reads
         self.end_state = "BATCH_STATE_SUCCEEDED"
         self.request_limit = REQUEST_LIMIT
+        self.batch_responder = None  # answers batch items instead of `responder` when set (batch-only faults)
         self._job_ids = itertools.count(1)
         super().__init__(responder, latency, processing_polls)
 
@@ -184,12 +186,21 @@ class GeminiBatchServer(GeminiServer):
         if not isinstance(request, dict):
             return {"error": {"code": 3, "message": "Invalid request: a GenerateContentRequest is required."}}
         job.answered.append(request)
-        outcome = self.ask_responder(json.dumps(request).encode(), "text")
+        outcome = self._ask_batch_responder(json.dumps(request).encode())
         if isinstance(outcome, Reply):  # an error spec: that item fails with its google.rpc status
             error = outcome.body.get("error") if isinstance(outcome.body, dict) else None
             return {"error": error or {"code": outcome.status, "message": "loopback item error"}}
         body, spec = outcome
         return {"response": self._response(job.model.removeprefix("models/"), body, spec)}
+
+    def _ask_batch_responder(self, raw: bytes) -> Any:
+        if self.batch_responder is None:
+            return self.ask_responder(raw, "text")
+        online, self.responder = self.responder, self.batch_responder
+        try:  # ask_responder reads self.responder; batch items are answered one job at a time
+            return self.ask_responder(raw, "text")
+        finally:
+            self.responder = online
 
     def _write_file(self, job: BatchJob, text: str) -> _StoredFile:
         name = f"files/{job.name.removeprefix('batches/')}out"
