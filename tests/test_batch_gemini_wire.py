@@ -136,7 +136,7 @@ def test_job_states_and_replies_keyed_to_their_requests(server, backend, source)
     assert job.startswith("batches/") and server.batch_creates == 1
     assert [s.raw_state for s in seen] == ["JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"]
     assert [s.state for s in seen] == [base.RUNNING, base.RUNNING, base.COMPLETED]
-    assert seen[-1].done == seen[-1].total == 3
+    assert [(s.done, s.total) for s in seen] == [(0, 3), (1, 3), (3, 3)]  # batchStats, read through the SDK
     assert {key: reply.text for key, reply in results.items()} == {
         items[0][0]: REPLY_RIGHT, items[1][0]: REPLY_WRONG, items[2][0]: REPLY_RIGHT}
     assert all(THOUGHTS not in reply.text for reply in results.values())  # thought parts stay out, as online
@@ -196,11 +196,33 @@ def test_an_item_error_fails_that_item_only(server, backend, source):
                                      else judge_like_gemini(body))
     items = items_of(JudgeRequest(PROMPT, output_text=RIGHT), JudgeRequest(PROMPT, output_text=WRONG))
     _, seen, results = run_job(backend.batch_provider(), items)
-    assert seen[-1].state == base.COMPLETED
+    assert seen[-1].state == base.COMPLETED and (seen[-1].done, seen[-1].failed) == (2, 1)
     assert isinstance(results[items[0][0]], Reply) and results[items[0][0]].text == REPLY_RIGHT
     error = results[items[1][0]]
     assert type(error) is JudgeCallError and not error.scored  # the runner decides: online fallback or a failure
     assert error.kind == base.ITEM_FAILED and "code 500" in str(error) and "Internal error" in str(error)
+
+
+def test_a_failed_result_download_is_retried(server, backend, monkeypatch):
+    monkeypatch.setattr(gemini_batch, "INLINE_MAX_BYTES", 1)
+    monkeypatch.setattr(gemini_batch, "RetryPolicy", functools.partial(RetryPolicy, base_delay=0.01))
+    server.failing_downloads = 1
+    items = items_of(JudgeRequest(PROMPT, output_text=RIGHT))
+    _, _, results = run_job(backend.batch_provider(), items)
+    assert results[items[0][0]].text == REPLY_RIGHT
+    downloads = [r for r in server.requests if r.path.split("?")[0].endswith(":download")]
+    assert len(downloads) == 2 and server.failing_downloads == 0
+
+
+def test_sdks_without_streamed_download_read_the_result_file_into_memory(server, backend, monkeypatch):
+    """google-genai before 1.5x has files.download(file, config) only; the bytes go to the same reader."""
+    files = backend._client.files
+    real = files.download
+    monkeypatch.setattr(files, "download", lambda *, file, config=None: real(file=file, config=config))
+    monkeypatch.setattr(gemini_batch, "INLINE_MAX_BYTES", 1)
+    items = items_of(JudgeRequest(PROMPT, output_text=RIGHT), JudgeRequest(PROMPT, output_text=WRONG))
+    _, _, results = run_job(backend.batch_provider(), items)
+    assert [results[key].text for key, _ in items] == [REPLY_RIGHT, REPLY_WRONG]
 
 
 # ----------------------------------------------------------------------------- job outcomes
@@ -234,8 +256,9 @@ def test_cleanup_deletes_every_upload_and_the_job_even_from_another_process(serv
     try:
         job = first.batch_provider().submit(items_of(JudgeRequest(PROMPT, media=(video,))))
         provider = later.batch_provider()  # a new process: no memory of the submit
-        while not provider.status(job).finished:
+        while not (status := provider.status(job)).finished:
             pass
+        assert (status.done, status.total) == (1, 1)  # the counts come from the server, not from memory
         [(key, reply)] = list(provider.results(job))
         assert reply.text == REPLY_MEDIA
         [part] = [p for p in server.jobs[job].answered[0]["contents"][0]["parts"] if "fileData" in p]

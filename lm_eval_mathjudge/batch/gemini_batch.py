@@ -29,6 +29,7 @@ judge_mode=online).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -44,6 +45,7 @@ from google.genai import types
 
 from ..errors import JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError
 from ..redact import redact
+from ..retry import RetryPolicy, call_with_retries
 from ..types import JudgeRequest
 from ..backends import gemini
 from .base import (CANCELLED, COMPLETED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, RUNNING, BatchUnavailable, Item,
@@ -154,16 +156,17 @@ class GeminiBatchProvider:
 
     # -- status / results ---------------------------------------------------------------
     def status(self, job_id: str) -> JobStatus:
-        job = self._get(job_id)
+        job, stats = self._read(job_id)
         raw = gemini._name(job.state) or "JOB_STATE_UNSPECIFIED"
         state = _STATES.get(raw, RUNNING)
         message = f"the Gemini batch {job_id} ended {raw}" if state in (FAILED, EXPIRED, CANCELLED) else ""
-        total = len(self._keys.get(job_id, ()))  # the SDK does not read batchStats: known in this process only
-        return JobStatus(state=state, done=total if state == COMPLETED else 0, total=total, raw_state=raw,
+        failed = _count(stats, "failedRequestCount")
+        return JobStatus(state=state, done=_count(stats, "successfulRequestCount") + failed, failed=failed,
+                         total=_count(stats, "requestCount") or len(self._keys.get(job_id, ())), raw_state=raw,
                          message=message)
 
     def results(self, job_id: str) -> Iterator[Result]:
-        job = self._get(job_id)
+        job = self._retrying(lambda: self._get(job_id))
         dest = job.dest
         if dest is None and _STATES.get(gemini._name(job.state) or "") in (EXPIRED, CANCELLED):
             # Gemini keeps no result of an expired or cancelled job: each request of it, as far as known here
@@ -184,13 +187,22 @@ class GeminiBatchProvider:
         handle, path = tempfile.mkstemp(prefix="mathjudge-batch-", suffix=".jsonl")
         os.close(handle)
         try:  # streamed to disk: a large result file is never held in memory
-            self._call(lambda: self._client.files.download(file=file_name, destination=path))
+            self._retrying(lambda: self._download(file_name, path))
             with open(path, encoding="utf-8") as lines:
                 for line in lines:
                     if line.strip():
                         yield from self._file_line(line)
         finally:
             os.unlink(path)
+
+    def _download(self, file_name: str, path: str) -> None:
+        download = self._client.files.download
+        if "destination" in inspect.signature(download).parameters:  # google-genai >= 1.5x streams to disk
+            self._call(lambda: download(file=file_name, destination=path))
+            return
+        data = self._call(lambda: download(file=file_name))
+        with open(path, "wb") as out:
+            out.write(data)
 
     def _file_line(self, line: str) -> Iterator[Result]:
         try:
@@ -241,6 +253,22 @@ class GeminiBatchProvider:
     def _get(self, job_id: str) -> Any:
         return self._call(lambda: self._client.batches.get(name=job_id))
 
+    def _read(self, job_id: str) -> tuple[Any, dict]:
+        """The job and its batchStats (request, success and failure counts), which ``batches.get`` drops.
+
+        The same GET the SDK sends, read raw once and converted by the SDK's own parser.
+        """
+        def read() -> tuple[Any, dict]:
+            body = json.loads(self._client._api_client.request("get", job_id, {}).body or "{}")
+            job = types.BatchJob._from_response(response=genai_batches._BatchJob_from_mldev(body), kwargs={})
+            stats = (body.get("metadata") or {}).get("batchStats")
+            return job, stats if isinstance(stats, dict) else {}
+        return self._call(read)
+
+    def _retrying(self, call: Callable[[], T]) -> T:
+        """Collection reads retried by retry.py's policy (the runner retries submit and status itself)."""
+        return call_with_retries(call, RetryPolicy(max_retries=self._settings.max_retries))
+
     def _call(self, call: Callable[[], T]) -> T:
         """One SDK call, its errors mapped by the online backend's rules (status, transport, auth)."""
         try:
@@ -266,6 +294,14 @@ def _tag(items: Sequence[Item]) -> str:
     """Names this job's uploads: a digest of its keys plus randomness (a resubmission never collides)."""
     digest = hashlib.sha256("\n".join(key for key, _ in items).encode()).hexdigest()[:16]
     return digest + secrets.token_hex(4)
+
+
+def _count(stats: dict, name: str) -> int:
+    """An int64 count of batchStats (JSON carries them as strings); 0 when absent or malformed."""
+    try:
+        return max(0, int(stats.get(name, 0)))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _media_count(uploaded: list[str]) -> int:

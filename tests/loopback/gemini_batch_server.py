@@ -77,6 +77,7 @@ class GeminiBatchServer(GeminiServer):
         self.running_reads = running_reads
         self.end_state = "BATCH_STATE_SUCCEEDED"
         self.request_limit = REQUEST_LIMIT
+        self.failing_downloads = 0  # the next N result downloads answer 503 UNAVAILABLE
         self.batch_responder = None  # answers batch items instead of `responder` when set (batch-only faults)
         self._job_ids = itertools.count(1)
         super().__init__(responder, latency, processing_polls)
@@ -212,12 +213,15 @@ class GeminiBatchServer(GeminiServer):
     def _operation(self, job: BatchJob) -> dict:
         """The google.longrunning.Operation the API returns for batches (call with the lock held)."""
         done = job.state in END_STATES
-        stats = {"requestCount": str(len(job.requests))}
+        total = len(job.requests)
+        stats = {"requestCount": str(total)}
         if job.state == "BATCH_STATE_SUCCEEDED":
             failed = self._failed_count(job)
-            stats.update(successfulRequestCount=str(len(job.requests) - failed), failedRequestCount=str(failed))
+            stats.update(successfulRequestCount=str(total - failed), failedRequestCount=str(failed))
+        elif job.state == "BATCH_STATE_RUNNING":  # half way: progress a poller can show
+            stats.update(successfulRequestCount=str(total // 2), pendingRequestCount=str(total - total // 2))
         else:
-            stats["pendingRequestCount"] = str(len(job.requests))
+            stats["pendingRequestCount"] = str(total)
         metadata = {
             "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
             "name": job.name, "model": job.model, "state": job.state, "batchStats": stats,
@@ -267,6 +271,9 @@ class GeminiBatchServer(GeminiServer):
 
     def _download(self, name: str) -> Reply:
         with self._lock:
+            if self.failing_downloads > 0:
+                self.failing_downloads -= 1
+                return self._error(503, "The service is currently unavailable.")
             stored = self._files.get(name)
         if stored is None:
             return self._missing(name)
