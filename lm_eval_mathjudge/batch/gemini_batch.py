@@ -96,6 +96,7 @@ class GeminiBatchProvider:
             with tempfile.TemporaryFile() as spool:
                 keys, inline = self._encode(items, tag, uploaded, spool)
                 if not keys:  # the runner leaves these to the online pass, which fails them without a call
+                    self._drop(uploaded)
                     return ""
                 src: Any = inline
                 if inline is None:
@@ -105,8 +106,7 @@ class GeminiBatchProvider:
                 job = self._call(lambda: self._client.batches.create(
                     model=self._settings.model, src=src, config=types.CreateBatchJobConfig(display_name=display)))
         except BaseException:
-            for name in uploaded:  # nothing was submitted: nothing will read them
-                self._delete_file(name)
+            self._drop(uploaded)  # nothing was submitted: nothing will read them
             raise
         self._keys[job.name] = keys
         log.info("submitted Gemini batch %s: %d requests (%s)", job.name, len(keys),
@@ -248,6 +248,10 @@ class GeminiBatchProvider:
 
     def _delete_file(self, name: str) -> None:
         self._backend._delete(name)
+
+    def _drop(self, uploaded: list[str]) -> None:
+        for name in uploaded:
+            self._delete_file(name)
 
     # -- SDK calls ----------------------------------------------------------------------
     def _get(self, job_id: str) -> Any:
