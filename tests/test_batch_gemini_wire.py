@@ -263,7 +263,7 @@ def test_cleanup_deletes_every_upload_and_the_job_even_from_another_process(serv
         assert reply.text == REPLY_MEDIA
         [part] = [p for p in server.jobs[job].answered[0]["contents"][0]["parts"] if "fileData" in p]
         [media_name] = [n for n in server.uploaded if n.endswith("-m0")]
-        assert server.uploaded[media_name] == ("video/mp4", video.path and open(video.path, "rb").read())
+        assert server.uploaded[media_name] == ("video/mp4", (tmp_path / "clip.mp4").read_bytes())
         assert part["fileData"]["file_uri"].endswith(media_name)
         assert server.deleted == []  # nothing is deleted before the job is collected
         provider.cleanup(job)
