@@ -131,6 +131,7 @@ def uploaded_jsonl(server) -> list[dict]:
 def test_job_states_and_replies_keyed_to_their_requests(server, backend, source):
     items = items_of(JudgeRequest(PROMPT, output_text=RIGHT), JudgeRequest(PROMPT, output_text=WRONG),
                      JudgeRequest(PROMPT + " ", output_text=RIGHT))
+    server.reverse_output = True  # replies are matched by key, not by position
     provider = backend.batch_provider()
     job, seen, results = run_job(provider, items)
     assert job.startswith("batches/") and server.batch_creates == 1
@@ -147,6 +148,19 @@ def test_job_states_and_replies_keyed_to_their_requests(server, backend, source)
         assert [row["key"] for row in uploaded_jsonl(server)] == [key for key, _ in items]
     else:
         assert [r["metadata"]["key"] for r in config["requests"]["requests"]] == [key for key, _ in items]
+
+
+def test_inline_replies_without_metadata_are_matched_by_position_in_the_submitting_process(server, backend):
+    """The API answers inline requests in request order; a process that did not submit the job does not guess."""
+    server.echo_metadata = False
+    items = items_of(JudgeRequest(PROMPT, output_text=WRONG), JudgeRequest(PROMPT, output_text=RIGHT))
+    job, _, results = run_job(backend.batch_provider(), items)
+    assert [results[key].text for key, _ in items] == [REPLY_WRONG, REPLY_RIGHT]
+    other = GeminiBackend(settings(server))
+    try:
+        assert list(other.batch_provider().results(job)) == []  # left to the online pass, not guessed
+    finally:
+        other.close()
 
 
 def test_batch_request_and_reply_are_the_online_ones(server, backend, source, tmp_path):

@@ -77,6 +77,8 @@ class GeminiBatchServer(GeminiServer):
         self.running_reads = running_reads
         self.end_state = "BATCH_STATE_SUCCEEDED"
         self.request_limit = REQUEST_LIMIT
+        self.echo_metadata = True  # False: inline responses come back without their request's metadata
+        self.reverse_output = False  # answer in reverse request order (clients must match by key)
         self.failing_downloads = 0  # the next N result downloads answer 503 UNAVAILABLE
         self.batch_responder = None  # answers batch items instead of `responder` when set (batch-only faults)
         self._job_ids = itertools.count(1)
@@ -174,9 +176,12 @@ class GeminiBatchServer(GeminiServer):
                     job.error = {"code": 13, "message": "loopback: the batch failed"}
             return
         answers = [(meta, self._answer(job, request)) for meta, request in job.requests]
+        if self.reverse_output:
+            answers.reverse()
         if job.source == "inline":
             output = {"inlinedResponses": {"inlinedResponses": [
-                {**answer, **({"metadata": meta} if meta is not None else {})} for meta, answer in answers]}}
+                {**answer, **({"metadata": meta} if meta is not None and self.echo_metadata else {})}
+                for meta, answer in answers]}}
         else:
             lines = [json.dumps({"key": key, **answer}) for key, answer in answers]
             output = {"responsesFile": self._write_file(job, "\n".join(lines) + "\n").name}
