@@ -178,3 +178,12 @@ def test_submit_and_stop_then_a_new_process_collects_the_same_job(server, tmp_pa
     assert client.stats.batch["resumed"] == 1 and server.batch_creates == 1 and server.generate_calls == 0
     assert verdicts(outcomes) == [(1, 1, 0), (0, 0, 0), (1, 1, 0), (0, 0, 0)]
     assert server.deleted_jobs == [job]
+
+
+def test_a_failed_job_fails_each_of_its_requests_with_gemini_s_reason(server, tmp_path):
+    server.end_state = "BATCH_STATE_FAILED"
+    requests = [JudgeRequest(PROMPT, output_text=a) for a in ANSWERS[:2]]
+    client, outcomes = judge(settings(server, tmp_path, batch_fallback="fail"), requests)
+    assert [o.failure for o in outcomes] == ["batch_failed", "batch_failed"]
+    assert all("JOB_STATE_FAILED: loopback: the batch failed" in o.error for o in outcomes)
+    assert client.stats.batch["failed"] == 2 and server.generate_calls == 0

@@ -252,8 +252,8 @@ def test_jobs_that_end_without_replies(server, backend, source, end, state, kind
     provider = backend.batch_provider()
     job, seen, results = run_job(provider, items)
     assert seen[-1].state == state and seen[-1].finished and end.removeprefix("BATCH_") in seen[-1].message
-    if kind is None:  # the runner fails every item of a failed job itself
-        assert results == {}
+    if kind is None:  # the runner fails every item of a failed job itself, with the job's reason
+        assert results == {} and seen[-1].message.endswith(": loopback: the batch failed")
     else:
         assert set(results) == {key for key, _ in items}
         assert {e.kind for e in results.values()} == {kind} and not any(isinstance(e, Reply) for e in results.values())

@@ -156,10 +156,12 @@ class GeminiBatchProvider:
 
     # -- status / results ---------------------------------------------------------------
     def status(self, job_id: str) -> JobStatus:
-        job, stats = self._read(job_id)
+        job, stats, why = self._read(job_id)
         raw = gemini._name(job.state) or "JOB_STATE_UNSPECIFIED"
         state = _STATES.get(raw, RUNNING)
-        message = f"the Gemini batch {job_id} ended {raw}" if state in (FAILED, EXPIRED, CANCELLED) else ""
+        message = ""
+        if state in (FAILED, EXPIRED, CANCELLED):
+            message = redact(f"the Gemini batch {job_id} ended {raw}" + (f": {why}" if why else ""))
         failed = _count(stats, "failedRequestCount")
         return JobStatus(state=state, done=_count(stats, "successfulRequestCount") + failed, failed=failed,
                          total=_count(stats, "requestCount") or len(self._keys.get(job_id, ())), raw_state=raw,
@@ -257,16 +259,19 @@ class GeminiBatchProvider:
     def _get(self, job_id: str) -> Any:
         return self._call(lambda: self._client.batches.get(name=job_id))
 
-    def _read(self, job_id: str) -> tuple[Any, dict]:
-        """The job and its batchStats (request, success and failure counts), which ``batches.get`` drops.
+    def _read(self, job_id: str) -> tuple[Any, dict, str]:
+        """The job, its batchStats (request, success, failure counts) and why it failed: ``batches.get`` drops both.
 
         The same GET the SDK sends, read raw once and converted by the SDK's own parser.
         """
-        def read() -> tuple[Any, dict]:
+        def read() -> tuple[Any, dict, str]:
             body = json.loads(self._client._api_client.request("get", job_id, {}).body or "{}")
+            if not isinstance(body, dict):
+                raise ValueError(f"a batch job read returned {type(body).__name__}, not an operation")
             job = types.BatchJob._from_response(response=genai_batches._BatchJob_from_mldev(body), kwargs={})
             stats = (body.get("metadata") or {}).get("batchStats")
-            return job, stats if isinstance(stats, dict) else {}
+            error = body.get("error") if isinstance(body.get("error"), dict) else {}
+            return job, stats if isinstance(stats, dict) else {}, str(error.get("message") or "")[:500]
         return self._call(read)
 
     def _retrying(self, call: Callable[[], T]) -> T:
