@@ -121,6 +121,10 @@ class JudgeClient:
         self._bar: Any = None
         self._settled: dict[str, JudgeCallError] = {}  # batch mode: keys whose sample ends without an online call
         self.stats = JudgeStats()
+        if settings.mode == "batch":  # refuse a batch mode that cannot work before anything is generated
+            from .batch.runner import check
+
+            check(backend, settings, cache)
 
     @property
     def identity(self) -> dict[str, Any]:

@@ -217,3 +217,27 @@ def test_the_job_table_holds_ids_and_request_keys_only(tmp_path):
     assert [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'batch_%' AND type='table'")] \
         == ["batch_jobs", "batch_keys"]
     assert db.execute("SELECT COUNT(*) FROM batch_keys").fetchone()[0] == 2
+
+
+class _WithBatch:
+    def batch_provider(self):
+        return FakeProvider()
+
+
+@pytest.mark.parametrize("backend, has_api, cache, error", [
+    ("openai", True, True, None),
+    ("openai", False, True, "has no batch API here; use judge_mode=online"),
+    ("openai", True, False, "set judge_cache=true"),
+    ("local", False, False, None),  # the local rule (e.g. a cascade's first stage) is free: judged online
+])
+def test_a_batch_mode_that_cannot_work_is_refused_when_the_client_is_built(tmp_path, backend, has_api, cache, error):
+    from lm_eval_mathjudge.batch.runner import check
+    from lm_eval_mathjudge.errors import ConfigError
+
+    settings = JudgeSettings(backend=backend, mode="batch")
+    args = (_WithBatch() if has_api else object(), settings, ReplyCache(str(tmp_path)) if cache else None)
+    if error is None:
+        check(*args)
+    else:
+        with pytest.raises(ConfigError, match=error):
+            check(*args)

@@ -68,18 +68,29 @@ class BatchReport:
                 "jobs": len(self.jobs), "resumed": len(self.resumed)}
 
 
+ONLINE_ONLY = ("local",)  # no API and no price: batch mode judges these the online way
+
+
+def check(backend: Any, settings: Any, cache: Any) -> None:
+    """Refuse, before any generation, a batch mode that cannot work (called when the client is built)."""
+    if settings.backend in ONLINE_ONLY:
+        return
+    if cache is None:
+        raise ConfigError("judge_mode=batch stores the batch's replies in the judge cache, and judge_cache is "
+                          "false; set judge_cache=true (or judge_mode=online)")
+    if not hasattr(backend, "batch_provider"):
+        raise BatchUnavailable(f"judge_mode=batch: the {settings.backend} judge has no batch API here; use "
+                               "judge_mode=online for it (batch mode works with the openai, azure and gemini judges)")
+
+
 def prefill(client: Any, items: Sequence[Item]) -> BatchReport:
     """Pre-fill ``client``'s cache with batch replies for ``items``; record counts and usage in its stats."""
     settings = client._settings
-    if client._cache is None:
-        raise ConfigError("judge_mode=batch stores the batch's replies in the judge cache, and judge_cache is "
-                          "false; set judge_cache=true (or judge_mode=online)")
-    factory = getattr(client._backend, "batch_provider", None)
-    if factory is None:
-        raise BatchUnavailable(f"judge_mode=batch: the {settings.backend} judge has no batch API here; use "
-                               "judge_mode=online for it (batch mode works with the openai, azure and gemini judges)")
-    run = BatchRun(factory(), client._cache, settings, label=client._judge_label, progress=client._progress,
-                   clean=_cleaner())
+    check(client._backend, settings, client._cache)
+    if settings.backend in ONLINE_ONLY:  # e.g. the rule stage of a cascade: free, judged online
+        return BatchReport()
+    run = BatchRun(client._backend.batch_provider(), client._cache, settings, label=client._judge_label,
+                   progress=client._progress, clean=_cleaner())
     report = run.run(items)
     client.stats.batch.update(report.counts())
     client.stats.batch_usage.update(report.usage)
