@@ -241,3 +241,23 @@ def test_a_batch_mode_that_cannot_work_is_refused_when_the_client_is_built(tmp_p
     else:
         with pytest.raises(ConfigError, match=error):
             check(*args)
+
+
+def test_a_job_the_provider_no_longer_knows_is_dropped_and_its_requests_submitted_again(tmp_path):
+    from lm_eval_mathjudge.errors import FatalJudgeError
+
+    items = _items(2)
+    with JobStore(str(ReplyCache(str(tmp_path / "cache")).path)) as store:
+        store.save("job-gone", "fake", [k for k, _ in items], 1.0)
+
+    class Forgot(FakeProvider):
+        def status(self, job):
+            if job == "job-gone":
+                raise FatalJudgeError("judge returned HTTP 404: No such Batch object", kind="http_404", status=404)
+            return super().status(job)
+
+    provider = Forgot()
+    report, _ = _run(tmp_path, provider, items)
+    assert report.resumed == [] and list(provider.jobs) == ["job1"] and report.succeeded == 2
+    with JobStore(str(tmp_path / "cache" / "judge_cache.sqlite3")) as store:
+        assert [(r[1], r[3], r[4]) for r in store.rows()] == [("job-gone", "unknown", 1), ("job1", "completed", 1)]

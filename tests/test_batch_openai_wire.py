@@ -209,3 +209,19 @@ def test_batch_mode_in_the_client_gives_the_online_verdicts(tmp_path, fallback, 
     assert stats["batch"]["submitted"] == 6 and stats["batch"]["succeeded"] == 4
     assert (stats["batch"]["expired"], stats["batch"]["failed"]) == (1, 1)
     assert stats["batch_usage"]["prompt_tokens"] == 4 * 4 and stats["judge_calls"] == online_calls
+
+
+def test_a_run_larger_than_one_job_is_split_and_every_verdict_comes_back(tmp_path, monkeypatch):
+    from lm_eval_mathjudge.batch import openai_batch
+
+    monkeypatch.setattr(openai_batch.OpenAIBatchProvider, "limits", base.Limits(max_requests=3, max_bytes=10**9))
+    requests = [JudgeRequest(prompt=f"Is this even? {i}") for i in range(7)]
+    with OpenAIBatchServer(grader) as server:
+        settings = _settings(server.url, mode="batch", cache_dir=str(tmp_path))
+        client = JudgeClient(backends.build(settings, "exact_match"), JUDGE.parse, settings,
+                             prompts.load(JUDGE.template).version, ReplyCache(str(tmp_path)), progress=False)
+        outcomes = client.judge_all(requests)
+        client.close()
+        assert server.batches_created == 3 and server.call_count == 0 and server.files == {}
+        assert sorted(len(job.lines) for job in server.jobs.values()) == [1, 3, 3]
+    assert [o.verdict.correct for o in outcomes] == [i % 2 == 0 for i in range(7)]

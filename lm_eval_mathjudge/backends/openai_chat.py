@@ -171,7 +171,8 @@ class OpenAIChatBackend:
         from ..batch.openai_batch import OpenAIBatchProvider
 
         return OpenAIBatchProvider(self._client, self._params, self._api_error, backend=self._settings.backend,
-                                   endpoint=self._endpoint, max_retries=self._settings.max_retries)
+                                   endpoint=self._endpoint, max_retries=self._settings.max_retries,
+                                   timeout=self._settings.timeout)
 
     def _api_error(self, exc: openai.APIError) -> JudgeCallError:
         return self._status_error(exc) if isinstance(exc, openai.APIStatusError) else self._exchange_error(exc)

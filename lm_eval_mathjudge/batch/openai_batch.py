@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 LIMITS = Limits(max_requests=50_000, max_bytes=190 * 1024 * 1024)  # OpenAI: 50,000 requests, 200 MB per file
 COMPLETION_WINDOW = "24h"  # the only window OpenAI offers
 FILE_NAME = "lm_eval_mathjudge-batch.jsonl"
+MIN_TRANSFER_RATE = 512 * 1024  # bytes/s: an upload or download may take size / rate, at least the judge timeout
+DOWNLOAD_TIMEOUT = 600.0  # seconds for one result file (its size is not known before)
 _STATES = {"validating": RUNNING, "in_progress": RUNNING, "finalizing": RUNNING, "cancelling": RUNNING,
            "completed": COMPLETED, "failed": FAILED, "expired": EXPIRED, "cancelled": CANCELLED}
 _URLS = {"openai": "/v1/chat/completions", "azure": "/chat/completions"}
@@ -48,20 +50,22 @@ class OpenAIBatchProvider:
     limits = LIMITS
 
     def __init__(self, client: Any, body: Callable[[JudgeRequest], dict], api_error: Callable[[Exception],
-                 JudgeCallError], *, backend: str, endpoint: str, max_retries: int):
+                 JudgeCallError], *, backend: str, endpoint: str, max_retries: int, timeout: float = 120.0):
         self._client, self._body, self._api_error = client, body, api_error
         self.name = backend
         self._url = _URLS[backend]
         self._endpoint = endpoint
         self._policy = RetryPolicy(max_retries=max_retries)
+        self._timeout = timeout
 
     # ------------------------------------------------------------------ contract
     def submit(self, items: Sequence[Item]) -> str:
         data = self.request_file(items)
         if not data:
             return ""
-        upload = self._sdk(lambda: self._client.files.create(file=(FILE_NAME, data, "application/jsonl"),
-                                                              purpose="batch"))
+        upload = self._sdk(lambda: self._client.files.create(
+            file=(FILE_NAME, data, "application/jsonl"), purpose="batch",
+            timeout=max(self._timeout, len(data) / MIN_TRANSFER_RATE)))
         try:
             job = self._sdk(lambda: self._client.batches.create(
                 input_file_id=upload.id, endpoint=self._url, completion_window=COMPLETION_WINDOW,
@@ -127,7 +131,8 @@ class OpenAIBatchProvider:
         return key, _item(row)
 
     def _download(self, file_id: str) -> str:
-        return self._sdk(lambda: self._client.files.content(file_id)).text
+        return self._sdk(lambda: self._client.files.content(file_id, timeout=max(self._timeout,
+                                                                                  DOWNLOAD_TIMEOUT))).text
 
     def _delete(self, file_id: str) -> None:
         try:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from .. import recovery
-from ..errors import ConfigError, JudgeCallError, JudgeRefusal
+from ..errors import ConfigError, FatalJudgeError, JudgeCallError, JudgeRefusal
 from ..retry import RetryPolicy, call_with_retries
 from ..types import Reply
 from .base import (FAILED, ITEM_EXPIRED, ITEM_FAILED, BatchPending, BatchProvider,
@@ -142,7 +142,19 @@ class BatchRun:
 
     # ------------------------------------------------------------------ steps
     def _resume(self, store: "JobStore", pending: dict) -> list[str]:
-        jobs = store.open_jobs(self.provider.name, pending)
+        jobs = []
+        for job in store.open_jobs(self.provider.name, pending):
+            try:
+                self._status(job)
+            except FatalJudgeError as exc:
+                if exc.status != 404:
+                    raise
+                # Deleted at the provider (or made with another account): a stale row must not block every rerun.
+                log.warning("batch: job %s is unknown to %s (%s); its requests are submitted again", job,
+                            self.provider.name, exc)
+                store.finish(job, "unknown")
+                continue
+            jobs.append(job)
         if jobs:
             log.info("batch: resuming job(s) %s submitted earlier (not paying twice)", ", ".join(jobs))
         self.report.resumed = list(jobs)
