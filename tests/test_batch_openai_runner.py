@@ -261,3 +261,35 @@ def test_a_job_the_provider_no_longer_knows_is_dropped_and_its_requests_submitte
     assert report.resumed == [] and list(provider.jobs) == ["job1"] and report.succeeded == 2
     with JobStore(str(tmp_path / "cache" / "judge_cache.sqlite3")) as store:
         assert [(r[1], r[3], r[4]) for r in store.rows()] == [("job-gone", "unknown", 1), ("job1", "completed", 1)]
+
+
+def test_two_processes_starting_on_the_same_requests_make_one_job(tmp_path):
+    import threading
+    import time as clock
+
+    items = _items(3)
+
+    class SlowSubmit(FakeProvider):
+        def submit(self, items):
+            clock.sleep(0.5)  # the upload: the other process arrives meanwhile
+            return super().submit(items)
+
+    provider = SlowSubmit(polls=1)
+    provider.index.update({key: i for i, (key, _) in enumerate(items)})
+    reports = []
+
+    def one_process():
+        cache = ReplyCache(str(tmp_path / "cache"))  # its own connection and lease owner, like another process
+        s = JudgeSettings(mode="batch", batch_poll_seconds=0.05, cache_dir=str(tmp_path / "cache"))
+        reports.append(BatchRun(provider, cache, s, label="fake:judge", progress=False).run(items))
+        cache.close()
+
+    threads = [threading.Thread(target=one_process) for _ in range(2)]
+    for t in threads:
+        t.start()
+        clock.sleep(0.1)
+    for t in threads:
+        t.join(timeout=30)
+    assert list(provider.jobs) == ["job1"]
+    # The second found the job (resumed it, or found its replies already collected): never a second submit.
+    assert sorted(r.submitted for r in reports) == [0, 3] and len(reports) == 2

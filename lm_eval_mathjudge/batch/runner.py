@@ -32,8 +32,9 @@ import logging
 import sqlite3
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .. import recovery
 from ..errors import ConfigError, FatalJudgeError, JudgeCallError, JudgeRefusal
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 60
 KEYS_PER_QUERY = 500  # SQLite's default limit on bound parameters is 999
+SUBMIT_LEASE_S = 3600.0  # how long one process may hold the submit lease (a dead holder loses it at once)
+SUBMIT_ROUNDS = 3
 
 
 @dataclass
@@ -120,17 +123,13 @@ class BatchRun:
         if not pending:
             return self.report
         with JobStore(self.cache.path) as store:
-            jobs = self._resume(store, pending)
-            covered = {key for job in jobs for key in store.keys(job)}
-            for chunk in chunks([(k, r) for k, r in pending.items() if k not in covered], self.provider.limits):
-                job = self._retrying(lambda: self.provider.submit(chunk))
-                if not job:  # nothing in this chunk could be encoded: the online pass fails those samples
-                    continue
-                store.save(job, self.provider.name, [key for key, _ in chunk], self.now())
-                log.info("batch: submitted job %s (%d requests) to %s", job, len(chunk), self.provider.name)
-                jobs.append(job)
-                self.report.submitted += len(chunk)
+            with self._submit_lock():
+                pending = {k: r for k, r in pending.items() if self.cache.get(k) is None}  # another process's?
+                jobs = self._resume(store, pending)
+                self._submit(store, pending, jobs)
             self.report.jobs = list(jobs)
+            if not pending:
+                return self.report
             if not jobs:
                 self.report.missing += len(pending)
                 return self.report
@@ -159,6 +158,33 @@ class BatchRun:
             log.info("batch: resuming job(s) %s submitted earlier (not paying twice)", ", ".join(jobs))
         self.report.resumed = list(jobs)
         return jobs
+
+    def _submit(self, store: "JobStore", pending: dict, jobs: list[str]) -> None:
+        covered = {key for job in jobs for key in store.keys(job)}
+        for chunk in chunks([(k, r) for k, r in pending.items() if k not in covered], self.provider.limits):
+            job = self._retrying(lambda: self.provider.submit(chunk))
+            if not job:  # nothing in this chunk could be encoded: the online pass fails those samples
+                continue
+            store.save(job, self.provider.name, [key for key, _ in chunk], self.now())
+            log.info("batch: submitted job %s (%d requests) to %s", job, len(chunk), self.provider.name)
+            jobs.append(job)
+            self.report.submitted += len(chunk)
+
+    @contextmanager
+    def _submit_lock(self) -> Iterator[None]:
+        """One process at a time reads the job table and submits (a cache lease), so two processes
+        starting on the same requests make one job: the second finds the first's job and resumes it."""
+        name = f"batch-submit:{self.provider.name}"
+        for _ in range(SUBMIT_ROUNDS):  # bounded: each round takes the lease or waits out one holder
+            if self.cache.claim(name, SUBMIT_LEASE_S):
+                break
+            self.cache.wait_for(name, SUBMIT_LEASE_S)
+        else:
+            log.warning("batch: another process kept the submit lease; submitting without it")
+        try:
+            yield
+        finally:
+            self.cache.release(name)
 
     def _wait(self, store: "JobStore", jobs: list[str]) -> dict[str, JobStatus]:
         """Poll until every job finished (bounded by batch_max_hours from the oldest job's creation)."""
