@@ -12,7 +12,8 @@ import sqlite3
 import pytest
 
 from lm_eval_mathjudge.batch import base
-from lm_eval_mathjudge.batch.runner import BatchRun, JobStore
+from lm_eval_mathjudge.batch.jobs import JobStore
+from lm_eval_mathjudge.batch.runner import BatchRun
 from lm_eval_mathjudge.cache import ReplyCache
 from lm_eval_mathjudge.config import JudgeSettings
 from lm_eval_mathjudge.errors import JudgeRefusal, TransientJudgeError

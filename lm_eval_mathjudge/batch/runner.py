@@ -20,21 +20,20 @@ refusal (max_tokens, content filter) is the judge's answer: settled at once, as
 online mode would score it. Items the provider could not encode get no result
 and go to the online pass, which fails them the online way without a call.
 
-Job ids live in two tables of the cache's own SQLite file (0600, WAL): a job
-row (provider, id, creation time, collected or not) and one row per request
-key. Nothing else is written; API keys never are.
+Job ids live in two tables of the cache's own SQLite file (``jobs.py``).
+Processes sharing the cache submit one at a time (a cache lease), so two
+processes starting on the same requests make one job.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import sqlite3
 import time
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .. import recovery
 from ..errors import ConfigError, FatalJudgeError, JudgeCallError, JudgeRefusal
@@ -42,11 +41,10 @@ from ..retry import RetryPolicy, call_with_retries
 from ..types import Reply
 from .base import (FAILED, ITEM_EXPIRED, ITEM_FAILED, BatchPending, BatchProvider,
                    BatchUnavailable, Item, JobStatus, chunks, item_error, scored_failure)
+from .jobs import JobStore
 
 log = logging.getLogger(__name__)
 
-BUSY_TIMEOUT_S = 60
-KEYS_PER_QUERY = 500  # SQLite's default limit on bound parameters is 999
 SUBMIT_LEASE_S = 3600.0  # how long one process may hold the submit lease (a dead holder loses it at once)
 SUBMIT_ROUNDS = 3
 
@@ -140,7 +138,7 @@ class BatchRun:
         return self.report
 
     # ------------------------------------------------------------------ steps
-    def _resume(self, store: "JobStore", pending: dict) -> list[str]:
+    def _resume(self, store: JobStore, pending: dict) -> list[str]:
         jobs = []
         for job in store.open_jobs(self.provider.name, pending):
             try:
@@ -159,7 +157,7 @@ class BatchRun:
         self.report.resumed = list(jobs)
         return jobs
 
-    def _submit(self, store: "JobStore", pending: dict, jobs: list[str]) -> None:
+    def _submit(self, store: JobStore, pending: dict, jobs: list[str]) -> None:
         covered = {key for job in jobs for key in store.keys(job)}
         for chunk in chunks([(k, r) for k, r in pending.items() if k not in covered], self.provider.limits):
             job = self._retrying(lambda: self.provider.submit(chunk))
@@ -186,7 +184,7 @@ class BatchRun:
         finally:
             self.cache.release(name)
 
-    def _wait(self, store: "JobStore", jobs: list[str]) -> dict[str, JobStatus]:
+    def _wait(self, store: JobStore, jobs: list[str]) -> dict[str, JobStatus]:
         """Poll until every job finished (bounded by batch_max_hours from the oldest job's creation)."""
         statuses = {job: self._status(job) for job in jobs}
         if not self.settings.batch_wait and not all(s.finished for s in statuses.values()):
@@ -207,7 +205,7 @@ class BatchRun:
                     if not status.finished:
                         statuses[job] = self._status(job)
 
-    def _collect(self, store: "JobStore", job: str, status: JobStatus, pending: dict) -> None:
+    def _collect(self, store: JobStore, job: str, status: JobStatus, pending: dict) -> None:
         expected = set(store.keys(job)) & set(pending)
         answered: set[str] = set()
         if status.state == FAILED:
@@ -274,70 +272,6 @@ class BatchRun:
         saved = recovery.keep_generations(self.settings.resolved_cache_dir())
         return BatchPending(f"{why}. Batch job(s) at {self.provider.name}: {jobs}; their ids are kept in "
                             f"{self.cache.path}. {saved}", job_ids=list(statuses))
-
-
-class JobStore:
-    """Batch job ids in the cache's SQLite file: which job holds which request keys, and whether it was collected."""
-
-    def __init__(self, path: str):
-        self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
-        self._db.execute("CREATE TABLE IF NOT EXISTS batch_jobs (job_id TEXT PRIMARY KEY, provider TEXT NOT NULL, "
-                         "keys_hash TEXT NOT NULL, size INTEGER NOT NULL, created REAL NOT NULL, "
-                         "state TEXT NOT NULL, collected INTEGER NOT NULL DEFAULT 0)")
-        self._db.execute("CREATE TABLE IF NOT EXISTS batch_keys (key TEXT NOT NULL, job_id TEXT NOT NULL, "
-                         "PRIMARY KEY (key, job_id))")
-
-    def __enter__(self) -> "JobStore":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._db.close()
-
-    def save(self, job: str, provider: str, keys: Sequence[str], created: float) -> None:
-        """One transaction: a job is recorded with all its keys or not at all."""
-        digest = hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            self._db.execute("INSERT OR REPLACE INTO batch_jobs VALUES (?, ?, ?, ?, ?, 'submitted', 0)",
-                             (job, provider, digest, len(keys), created))
-            self._db.executemany("INSERT OR IGNORE INTO batch_keys VALUES (?, ?)", [(k, job) for k in keys])
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-
-    def open_jobs(self, provider: str, keys: Iterable[str]) -> list[str]:
-        """Uncollected jobs of this provider that hold any of ``keys``, oldest first."""
-        keys = list(keys)
-        found: set[str] = set()
-        for start in range(0, len(keys), KEYS_PER_QUERY):
-            part = keys[start:start + KEYS_PER_QUERY]
-            rows = self._db.execute(
-                f"SELECT DISTINCT j.job_id FROM batch_keys k JOIN batch_jobs j ON j.job_id = k.job_id WHERE "
-                f"j.collected = 0 AND j.provider = ? AND k.key IN ({','.join('?' * len(part))})", (provider, *part))
-            found.update(row[0] for row in rows)
-        if not found:
-            return []
-        order = self._db.execute(f"SELECT job_id FROM batch_jobs WHERE job_id IN ({','.join('?' * len(found))}) "
-                                 "ORDER BY created, job_id", tuple(found))
-        return [row[0] for row in order]
-
-    def keys(self, job: str) -> list[str]:
-        return [row[0] for row in self._db.execute("SELECT key FROM batch_keys WHERE job_id = ?", (job,))]
-
-    def oldest(self, jobs: Sequence[str]) -> float:
-        rows = self._db.execute(f"SELECT MIN(created) FROM batch_jobs WHERE job_id IN ({','.join('?' * len(jobs))})",
-                                tuple(jobs)).fetchone()
-        return float(rows[0])
-
-    def finish(self, job: str, state: str) -> None:
-        self._db.execute("UPDATE batch_jobs SET collected = 1, state = ? WHERE job_id = ?", (state, job))
-
-    def rows(self) -> list[tuple]:
-        """Every job row (provider, job id, size, state, collected), for tests and reports."""
-        return self._db.execute("SELECT provider, job_id, size, state, collected FROM batch_jobs "
-                                "ORDER BY created").fetchall()
 
 
 class _NoBar:
