@@ -59,6 +59,7 @@ class FakeProvider:
                 yield key, TransientJudgeError("judge returned HTTP 500", kind="http_500", status=500)
             elif fate == "refused":
                 yield key, JudgeRefusal("stopped at max_tokens", kind="max_tokens")
+            # "silent": the provider keeps nothing of this item (Gemini drops an expired job's results)
 
     def cleanup(self, job):
         self.cleaned.append(job)
@@ -294,3 +295,18 @@ def test_two_processes_starting_on_the_same_requests_make_one_job(tmp_path):
     assert list(provider.jobs) == ["job1"]
     # The second found the job (resumed it, or found its replies already collected): never a second submit.
     assert sorted(r.submitted for r in reports) == [0, 3] and len(reports) == 2
+
+
+@pytest.mark.parametrize("state, kind", [(base.EXPIRED, "batch_expired"), (base.CANCELLED, "batch_failed")])
+def test_items_an_unfinished_job_kept_nothing_of_follow_the_fallback(tmp_path, state, kind):
+    items = _items(3)
+    provider = FakeProvider({1: "silent", 2: "silent"}, job_state=state)
+    report, cache = _run(tmp_path, provider, items, batch_fallback="fail")
+    assert report.succeeded == 1 and report.missing == 0
+    assert {int(k, 16): e.kind for k, e in report.settled.items()} == {1: kind, 2: kind}
+    assert f"was {state}" in str(report.settled[items[1][0]])
+
+
+def test_items_a_completed_job_did_not_return_are_left_to_the_online_pass(tmp_path):
+    report, _ = _run(tmp_path, FakeProvider({0: "silent"}), _items(2), batch_fallback="fail")
+    assert report.missing == 1 and report.settled == {}

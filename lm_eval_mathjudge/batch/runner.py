@@ -39,7 +39,7 @@ from .. import recovery
 from ..errors import ConfigError, FatalJudgeError, JudgeCallError, JudgeRefusal
 from ..retry import RetryPolicy, call_with_retries
 from ..types import Reply
-from .base import (FAILED, ITEM_EXPIRED, ITEM_FAILED, BatchPending, BatchProvider,
+from .base import (CANCELLED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, BatchPending, BatchProvider,
                    BatchUnavailable, Item, JobStatus, chunks, item_error, scored_failure)
 from .jobs import JobStore
 
@@ -219,6 +219,11 @@ class BatchRun:
                     self._store(key, result)
                 elif key in pending:
                     errors[key] = result
+            if status.state in (EXPIRED, CANCELLED):  # a provider may keep nothing of an unfinished item
+                kind = ITEM_EXPIRED if status.state == EXPIRED else ITEM_FAILED
+                errors.update({key: item_error(kind, f"batch job {job} was {status.raw_state or status.state} "
+                                               "before this request was answered")
+                               for key in expected - answered})
         for key, error in errors.items():
             self._count_error(key, error)
         self.report.missing += len(expected - answered - set(errors))
