@@ -63,6 +63,7 @@ def test_each_line_carries_the_body_the_online_backend_sends(model, extra):
         created = server.requests[-1].body
         backend.close()
     assert upload.headers["content-type"].startswith("multipart/form-data")
+    assert CANARY_KEY.encode() not in server.contents["file-loopback1"]  # the key travels in headers only
     (line,) = [json.loads(x) for x in server.contents["file-loopback1"].decode().splitlines()]
     assert line == {"custom_id": "k" * 64, "method": "POST", "url": "/v1/chat/completions", "body": online}
     assert ("max_completion_tokens" in online) == (model == "o3-mini")
