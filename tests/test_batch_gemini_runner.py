@@ -164,6 +164,17 @@ def test_an_expired_job_falls_back_to_online_calls(server, tmp_path):
     assert client.stats.batch["expired"] == len(requests) and server.generate_calls == len(requests)
 
 
+def test_a_job_that_expires_after_a_resume_follows_the_fallback(server, tmp_path):
+    """The process that collects the expired job did not submit it: the job table names its requests."""
+    server.pending_reads, server.end_state = 3, "BATCH_STATE_EXPIRED"
+    requests = [JudgeRequest(PROMPT, output_text=a) for a in ANSWERS[:2]]
+    with pytest.raises(BatchPending):
+        judge(settings(server, tmp_path, batch_wait=False), requests)
+    client, outcomes = judge(settings(server, tmp_path, batch_fallback="fail"), requests)
+    assert [o.failure for o in outcomes] == ["batch_expired", "batch_expired"]
+    assert client.stats.batch["expired"] == 2 and server.generate_calls == 0 and server.batch_creates == 1
+
+
 def test_submit_and_stop_then_a_new_process_collects_the_same_job(server, tmp_path):
     server.pending_reads = 3
     requests = [JudgeRequest(PROMPT, output_text=a) for a in ANSWERS]

@@ -48,7 +48,7 @@ from ..redact import redact
 from ..retry import RetryPolicy, call_with_retries
 from ..types import JudgeRequest
 from ..backends import gemini
-from .base import (CANCELLED, COMPLETED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, RUNNING, BatchUnavailable, Item,
+from .base import (CANCELLED, COMPLETED, EXPIRED, FAILED, ITEM_FAILED, RUNNING, BatchUnavailable, Item,
                    JobStatus, Limits, Result, item_error)
 
 log = logging.getLogger(__name__)
@@ -168,21 +168,16 @@ class GeminiBatchProvider:
                          message=message)
 
     def results(self, job_id: str) -> Iterator[Result]:
-        job = self._retrying(lambda: self._get(job_id))
-        dest = job.dest
-        if dest is None and _STATES.get(gemini._name(job.state) or "") in (EXPIRED, CANCELLED):
-            # Gemini keeps no result of an expired or cancelled job: each request of it, as far as known here
-            kind = ITEM_EXPIRED if _STATES[gemini._name(job.state)] == EXPIRED else ITEM_FAILED
-            for key in self._keys.get(job_id, ()):
-                yield key, item_error(kind, f"the Gemini batch {job_id} ended {gemini._name(job.state)} "
-                                            "before answering this request")
-        elif dest is not None and dest.inlined_responses:
+        dest = self._retrying(lambda: self._get(job_id)).dest
+        if dest is None:  # an expired or cancelled job keeps nothing: the runner applies the fallback
+            return
+        if dest.inlined_responses:
             order = self._keys.get(job_id, [])
             for index, answer in enumerate(dest.inlined_responses):
                 key = (answer.metadata or {}).get("key") or (order[index] if index < len(order) else None)
                 if key is not None:  # an answer we cannot place is not guessed at
                     yield key, self._result(answer)
-        elif dest is not None and dest.file_name:
+        elif dest.file_name:
             yield from self._file_results(dest.file_name)
 
     def _file_results(self, file_name: str) -> Iterator[Result]:
