@@ -198,3 +198,15 @@ def test_a_failed_job_fails_each_of_its_requests_with_gemini_s_reason(server, tm
     assert [o.failure for o in outcomes] == ["batch_failed", "batch_failed"]
     assert all("JOB_STATE_FAILED: loopback: the batch failed" in o.error for o in outcomes)
     assert client.stats.batch["failed"] == 2 and server.generate_calls == 0
+
+
+def test_a_job_gemini_no_longer_knows_is_submitted_again(server, tmp_path):
+    server.pending_reads = 3
+    requests = [JudgeRequest(PROMPT, output_text=a) for a in ANSWERS[:2]]
+    with pytest.raises(BatchPending):
+        judge(settings(server, tmp_path, batch_wait=False), requests)
+    server.jobs.clear()  # deleted at Google's side (or another account's job id): GET batches/{id} is a 404
+    server.pending_reads = 0
+    client, outcomes = judge(settings(server, tmp_path), requests)
+    assert verdicts(outcomes) == [(1, 1, 0), (0, 0, 0)]
+    assert server.batch_creates == 2 and server.generate_calls == 0 and client.stats.batch["succeeded"] == 2
