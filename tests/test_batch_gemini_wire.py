@@ -329,6 +329,8 @@ def test_vertex_ai_is_refused_with_a_way_out(monkeypatch):
             built.batch_provider()
     finally:
         built.close()
+    with pytest.raises(base.BatchUnavailable, match="Vertex"):  # in batch mode: when the judge is built, before generation
+        GeminiBackend(JudgeSettings(backend="gemini", model=MODEL, cache=False, mode="batch"))
 
 
 def test_the_key_never_reaches_the_wire_bodies(server, backend, source):

@@ -90,6 +90,8 @@ class GeminiBackend:
         api = getattr(self._client, "_api_client", None)
         self._vertex = bool(getattr(api, "vertexai", False))
         self._endpoint = self._resolve_endpoint(api)
+        if settings.mode == "batch":  # a batch mode this backend cannot run is refused before any generation
+            self.batch_provider()
 
     def _resolve_endpoint(self, api: Any) -> str:
         if self._vertex:
