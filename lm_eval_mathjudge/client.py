@@ -93,12 +93,15 @@ class JudgeStats:
     shared: int = 0  # replies another process paid for while this one waited
     failures: Counter = field(default_factory=Counter)
     usage: Counter = field(default_factory=Counter)
+    batch: Counter = field(default_factory=Counter)  # judge_mode=batch: submitted, succeeded, failed, expired, ...
+    batch_usage: Counter = field(default_factory=Counter)  # tokens paid at batch prices (not in ``usage``)
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "unique_requests": self.unique, "cache_hits": self.cache_hits,
                 "judge_calls": self.calls, "retries": self.retries, "rate_limited": self.rate_limited,
                 "shared_with_other_processes": self.shared, "failures": dict(self.failures),
-                "usage": dict(self.usage)}
+                "usage": dict(self.usage),
+                **({"batch": dict(self.batch), "batch_usage": dict(self.batch_usage)} if self.batch else {})}
 
 
 class JudgeClient:
@@ -116,7 +119,12 @@ class JudgeClient:
         self._lock = threading.Lock()
         self._fatal: FatalJudgeError | None = None
         self._bar: Any = None
+        self._settled: dict[str, JudgeCallError] = {}  # batch mode: keys whose sample ends without an online call
         self.stats = JudgeStats()
+        if settings.mode == "batch":  # refuse a batch mode that cannot work before anything is generated
+            from .batch.runner import check
+
+            check(backend, settings, cache)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -128,6 +136,10 @@ class JudgeClient:
         self.stats.requests += len(requests)
         self.stats.unique += len(unique)
         items = list(unique.items())
+        if self._settings.mode == "batch":  # a cache pre-fill: the online pass below then finds cache hits
+            from .batch import prefill  # lazy: online runs never load the batch package
+
+            self._settled = prefill(self, items).settled
         done = run_bounded(items, lambda item: self._judge_one(*item), concurrency=self._settings.concurrency,
                            desc=desc, progress=self._progress, on_bar=self._set_bar)
         self._bar = None
@@ -141,6 +153,8 @@ class JudgeClient:
         self._bar = bar
 
     def _judge_one(self, key: str, request: JudgeRequest) -> Outcome:
+        if key in self._settled:  # batch mode: a refusal, or a failure batch_fallback=fail counts
+            return outcome_from_error(self._settled[key])
         keys = [key] + [f"{key}:ask{ask}" for ask in range(1, PARSE_ASKS)]
         stored = [self._cache.get(k) if self._cache is not None else None for k in keys]
         parsed = [self._try_parse(reply.text) if reply is not None else (None, None) for reply in stored]

@@ -90,6 +90,8 @@ class GeminiBackend:
         api = getattr(self._client, "_api_client", None)
         self._vertex = bool(getattr(api, "vertexai", False))
         self._endpoint = self._resolve_endpoint(api)
+        if settings.mode == "batch":  # a batch mode this backend cannot run is refused before any generation
+            self.batch_provider()
 
     def _resolve_endpoint(self, api: Any) -> str:
         if self._vertex:
@@ -208,7 +210,7 @@ class GeminiBackend:
             raise self._exchange_error(exc) from None
 
     # -- media ----------------------------------------------------------------------
-    def _media_part(self, media: Media, uploaded: list[str]) -> Any:
+    def _media_part(self, media: Media, uploaded: list[str], name: str | None = None) -> Any:
         if media.size <= INLINE_MAX_BYTES:
             try:
                 return types.Part.from_bytes(data=media.read(), mime_type=media.mime_type)
@@ -220,15 +222,16 @@ class GeminiBackend:
             raise MediaError(f"{media.source}: {media.size} bytes is over the {INLINE_MAX_BYTES}-byte inline "
                              "limit, and Vertex AI has no File API; use the Gemini Developer API "
                              "(GEMINI_API_KEY) for large media")
-        return types.Part.from_uri(file_uri=self._upload(media, uploaded), mime_type=media.mime_type)
+        return types.Part.from_uri(file_uri=self._upload(media, uploaded, name), mime_type=media.mime_type)
 
-    def _upload(self, media: Media, uploaded: list[str]) -> str:
+    def _upload(self, media: Media, uploaded: list[str], name: str | None = None) -> str:
         """Upload through the File API and wait until ACTIVE; returns the file URI.
 
         A file on disk is streamed by the SDK from its path: a 2 GB video is never held in memory.
         """
         source = media.path if media.path is not None else io.BytesIO(media.read())
-        config = types.UploadFileConfig(mime_type=media.mime_type, display_name=f"mathjudge-{media.sha256[:16]}")
+        config = types.UploadFileConfig(mime_type=media.mime_type, display_name=f"mathjudge-{media.sha256[:16]}",
+                                        name=name)  # batch mode names its uploads to find them again
         try:
             file = self._client.files.upload(file=source, config=config)
         except OSError as exc:
@@ -258,6 +261,12 @@ class GeminiBackend:
             self._client.files.delete(name=name)
         except Exception as exc:  # noqa: BLE001 - files expire on their own after 48 h
             log.debug("could not delete uploaded gemini file %s: %s", name, redact(str(exc)))
+
+    def batch_provider(self) -> Any:
+        """Gemini Batch Mode for this judge (``judge_mode=batch``); see ``batch/gemini_batch.py``."""
+        from ..batch.gemini_batch import GeminiBatchProvider
+
+        return GeminiBatchProvider(self)
 
     def close(self) -> None:
         close = getattr(self._client, "close", None)

@@ -166,6 +166,17 @@ class OpenAIChatBackend:
                                        kind="connection")
         return TransientJudgeError(redact(f"malformed judge response: {exc}"[:500]), kind="bad_response")
 
+    def batch_provider(self):
+        """This judge's batch API (judge_mode=batch): the same request bodies, sent as one file."""
+        from ..batch.openai_batch import OpenAIBatchProvider
+
+        return OpenAIBatchProvider(self._client, self._params, self._api_error, backend=self._settings.backend,
+                                   endpoint=self._endpoint, max_retries=self._settings.max_retries,
+                                   timeout=self._settings.timeout)
+
+    def _api_error(self, exc: openai.APIError) -> JudgeCallError:
+        return self._status_error(exc) if isinstance(exc, openai.APIStatusError) else self._exchange_error(exc)
+
     def close(self) -> None:
         self._client.close()
 

@@ -1,0 +1,159 @@
+"""The contract between the batch runner and a provider's batch API.
+
+Batch mode is a cache pre-fill: the runner (``runner.py``) hands the judge
+requests that are not cached yet to a provider, waits for the job, and stores
+each reply under the same cache key an online call would use. A provider only
+moves requests and replies; it never touches the cache, the job table or the
+progress bar.
+
+A provider is obtained from the judge backend: ``backend.batch_provider()``
+(only backends whose service has a batch API define it; the SDK is imported
+by the backend module, never here). It implements ``BatchProvider``:
+
+    submit(items)    -> job id       one job for these (key, request) pairs;
+                                      the key is the item's id inside the job
+    status(job_id)   -> JobStatus    one read of the job's state (no waiting)
+    results(job_id)  -> iterator     (key, Reply | JudgeCallError) per item
+                                      the job answered (a finished job only)
+    cleanup(job_id)                  delete what was uploaded for the job
+                                      (input and output files); never raises
+
+Items a provider cannot encode (a video for an OpenAI judge, invalid text)
+are left out of the job and simply get no result: the online pass then fails
+them the same way online mode would, without spending anything.
+
+Errors, on top of ``errors.py``'s tree::
+
+    JudgeRunError
+    └── BatchPending      the job is submitted (or still running) and the run
+                          stops; rerunning the same command collects it
+    ConfigError
+    └── BatchUnavailable  judge_mode=batch with a backend that has no batch API
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Protocol, Sequence, Tuple, Union
+
+from ..errors import ConfigError, JudgeCallError, JudgeRefusal, JudgeRunError
+from ..types import JudgeRequest, Reply
+
+# Provider-neutral job states (``JobStatus.state``); each provider maps its own words onto these.
+RUNNING = "running"  # queued, validating, in progress, finalizing: poll again
+COMPLETED = "completed"  # finished; results() yields every item it answered
+FAILED = "failed"  # the whole job was rejected (bad input file, quota): no results
+EXPIRED = "expired"  # the completion window ran out; results() yields what finished
+CANCELLED = "cancelled"  # cancelled by someone; results() yields what finished
+STATES = (RUNNING, COMPLETED, FAILED, EXPIRED, CANCELLED)
+
+# ``JudgeCallError.kind`` of an item the job did not answer, as counted in reports.
+ITEM_EXPIRED = "batch_expired"  # the window ran out before this item ran
+ITEM_FAILED = "batch_failed"  # the job or this item failed (the message says why)
+
+Item = Tuple[str, JudgeRequest]  # (cache key, request); the key doubles as the item id in the job
+Result = Tuple[str, Union[Reply, JudgeCallError]]
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """One reading of a batch job.
+
+    ``state`` is one of ``STATES``; ``raw_state`` is the provider's own word
+    (shown to the user); ``done`` counts items answered so far (successes and
+    failures), ``failed`` the failures among them; ``message`` says why a job
+    failed as a whole (empty otherwise).
+    """
+    state: str
+    done: int = 0
+    total: int = 0
+    failed: int = 0
+    raw_state: str = ""
+    message: str = ""
+
+    def __post_init__(self):
+        if self.state not in STATES:
+            raise ValueError(f"unknown batch job state {self.state!r}; expected one of {', '.join(STATES)}")
+
+    @property
+    def finished(self) -> bool:
+        return self.state != RUNNING
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one job of the provider accepts; the runner splits larger runs into several jobs."""
+    max_requests: int
+    max_bytes: int  # size of the request file (or inline payload), with a margin for the encoding
+
+
+class BatchProvider(Protocol):
+    """One provider's batch API for one judge (model, endpoint, settings)."""
+
+    name: str  # "openai", "azure", "gemini": shown in messages and stored with the job id
+    limits: Limits
+
+    def submit(self, items: Sequence[Item]) -> str:
+        """Upload and create one job for ``items``; return its id ("" when no item could be encoded,
+        so there is no job). Raises JudgeCallError (nothing is left uploaded when it does)."""
+
+    def status(self, job_id: str) -> JobStatus:
+        """One read of the job's state. Raises JudgeCallError (transient ones are retried by the runner)."""
+
+    def results(self, job_id: str) -> Iterator[Result]:
+        """Every item the finished job answered: a Reply, or the item's own error
+        (kind ``ITEM_EXPIRED``/``ITEM_FAILED``, or a ``JudgeRefusal`` such as max_tokens)."""
+
+    def cleanup(self, job_id: str) -> None:
+        """Delete the job's uploaded input and its output/error files. Never raises."""
+
+
+class BatchPending(JudgeRunError):
+    """The batch job is submitted or still running; the run stops without scoring anything.
+
+    Rerunning the same command finds the job ids in the cache folder and collects
+    the results instead of submitting (and paying) again.
+    """
+
+    def __init__(self, message: str, *, job_ids: Sequence[str] = ()):
+        super().__init__(message)
+        self.job_ids = tuple(job_ids)
+
+
+class BatchUnavailable(ConfigError):
+    """judge_mode=batch was asked of a judge whose service has no batch API here."""
+
+
+def item_error(kind: str, message: str) -> JudgeCallError:
+    """An item the job did not answer. Not scored by itself: the runner decides (online fallback or a failure)."""
+    return JudgeCallError(message, kind=kind)
+
+
+def scored_failure(error: JudgeCallError) -> JudgeRefusal:
+    """What an unanswered item becomes with batch_fallback=fail: that sample's counted judge failure."""
+    if isinstance(error, JudgeRefusal):
+        return error
+    return JudgeRefusal(f"{error} (batch_fallback=fail: counted as a judge failure, not sent online)",
+                        kind=error.kind if error.kind.startswith("batch_") else ITEM_FAILED)
+
+
+def approx_size(request: JudgeRequest) -> int:
+    """Bytes one request takes in a request file, a little over (used to split jobs; no encoding needed)."""
+    text = len(request.prompt.encode("utf-8", "replace")) + len((request.output_text or "").encode("utf-8", "replace"))
+    media = sum(m.size * 4 // 3 + 64 for m in request.media)  # base64 grows data by a third
+    return 2 * text + media + 1024  # JSON escapes at most double text here; 1 KB for the envelope
+
+
+def chunks(items: Sequence[Item], limits: Limits) -> Iterable[list[Item]]:
+    """Split items into jobs within the provider's limits, in order (an oversized item gets a job of its own)."""
+    chunk: list[Item] = []
+    size = 0
+    for item in items:
+        grow = approx_size(item[1])
+        if chunk and (len(chunk) >= limits.max_requests or size + grow > limits.max_bytes):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += grow
+    if chunk:
+        yield chunk

@@ -1,0 +1,170 @@
+"""The OpenAI Batch API (and Azure OpenAI's, the same SDK surface) as a ``BatchProvider``.
+
+    submit   one JSONL line per request, {custom_id: cache key, method: POST, url, body},
+             where body is exactly what the online backend sends (its own builder);
+             files.create(purpose="batch"), then batches.create(completion_window="24h")
+    status   batches.retrieve: validating / in_progress / finalizing / cancelling are
+             running; completed, failed, expired, cancelled are final
+    results  the output file (one line per answered request: status code and body) and
+             the error file (requests that failed or expired: ``batch_expired``)
+    cleanup  files.delete of the input, output and error files
+
+OpenAI takes up to 50,000 requests and 200 MB per file; ``LIMITS`` keeps a margin.
+Azure differs only in the line's url (``/chat/completions``; the model is a
+Global-Batch deployment's name). Imported only by the openai backend, on demand.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Callable, Iterator, Sequence
+
+import openai
+from openai.types.chat import ChatCompletion
+
+from ..backends._http import status_error
+from ..backends.openai_chat import KEYS, _reply
+from ..errors import JudgeCallError, MediaError, TransientJudgeError
+from ..redact import redact
+from ..retry import RetryPolicy, call_with_retries
+from ..types import JudgeRequest, Reply
+from .base import (CANCELLED, COMPLETED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, RUNNING, Item, JobStatus,
+                   Limits, Result, item_error)
+
+log = logging.getLogger(__name__)
+
+LIMITS = Limits(max_requests=50_000, max_bytes=190 * 1024 * 1024)  # OpenAI: 50,000 requests, 200 MB per file
+COMPLETION_WINDOW = "24h"  # the only window OpenAI offers
+FILE_NAME = "lm_eval_mathjudge-batch.jsonl"
+MIN_TRANSFER_RATE = 512 * 1024  # bytes/s: an upload or download may take size / rate, at least the judge timeout
+DOWNLOAD_TIMEOUT = 600.0  # seconds for one result file (its size is not known before)
+_STATES = {"validating": RUNNING, "in_progress": RUNNING, "finalizing": RUNNING, "cancelling": RUNNING,
+           "completed": COMPLETED, "failed": FAILED, "expired": EXPIRED, "cancelled": CANCELLED}
+_URLS = {"openai": "/v1/chat/completions", "azure": "/chat/completions"}
+
+
+class OpenAIBatchProvider:
+    """Batch jobs on the judge's own client (same endpoint, key variable, timeout; SDK retries off)."""
+
+    limits = LIMITS
+
+    def __init__(self, client: Any, body: Callable[[JudgeRequest], dict], api_error: Callable[[Exception],
+                 JudgeCallError], *, backend: str, endpoint: str, max_retries: int, timeout: float = 120.0):
+        self._client, self._body, self._api_error = client, body, api_error
+        self.name = backend
+        self._url = _URLS[backend]
+        self._endpoint = endpoint
+        self._policy = RetryPolicy(max_retries=max_retries)
+        self._timeout = timeout
+
+    # ------------------------------------------------------------------ contract
+    def submit(self, items: Sequence[Item]) -> str:
+        data = self.request_file(items)
+        if not data:
+            return ""
+        upload = self._sdk(lambda: self._client.files.create(
+            file=(FILE_NAME, data, "application/jsonl"), purpose="batch",
+            timeout=max(self._timeout, len(data) / MIN_TRANSFER_RATE)))
+        try:
+            job = self._sdk(lambda: self._client.batches.create(
+                input_file_id=upload.id, endpoint=self._url, completion_window=COMPLETION_WINDOW,
+                metadata={"created_by": "lm_eval_mathjudge"}))
+        except BaseException:
+            self._delete(upload.id)  # no job will ever read it
+            raise
+        return job.id
+
+    def status(self, job_id: str) -> JobStatus:
+        job = self._sdk(lambda: self._client.batches.retrieve(job_id))
+        counts = job.request_counts
+        total, completed, failed = ((counts.total, counts.completed, counts.failed) if counts else (0, 0, 0))
+        errors = getattr(getattr(job, "errors", None), "data", None) or []
+        message = "; ".join(f"{e.code or 'error'}: {e.message}" + (f" (line {e.line})" if e.line else "")
+                            for e in errors[:5])
+        return JobStatus(_STATES.get(job.status, FAILED), done=completed + failed, total=total, failed=failed,
+                         raw_state=job.status, message=redact(message)[:1000])
+
+    def results(self, job_id: str) -> Iterator[Result]:
+        job = self._sdk(lambda: self._client.batches.retrieve(job_id))
+        for file_id in (job.output_file_id, job.error_file_id):
+            if not file_id:
+                continue
+            text = call_with_retries(lambda: self._download(file_id), self._policy)
+            for line in text.splitlines():
+                if line.strip():
+                    yield self._line(line)
+
+    def cleanup(self, job_id: str) -> None:
+        try:
+            job = self._sdk(lambda: self._client.batches.retrieve(job_id))
+        except JudgeCallError as exc:
+            log.warning("batch job %s: could not look up its files to delete them (%s); delete them in the "
+                        "provider's console", job_id, exc)
+            return
+        for file_id in (job.input_file_id, job.output_file_id, job.error_file_id):
+            if file_id:
+                self._delete(file_id)
+
+    # ------------------------------------------------------------------ request file
+    def request_file(self, items: Sequence[Item]) -> bytes:
+        """The JSONL request file; an item whose body cannot be built is left out (the online pass fails it)."""
+        lines = []
+        for key, request in items:
+            try:
+                body = self._body(request)
+            except MediaError as exc:  # UnsendableRequest too: this sample only, never sent
+                log.debug("batch: request %s left out of the batch (%s)", key[:12], exc)
+                continue
+            lines.append(json.dumps({"custom_id": key, "method": "POST", "url": self._url, "body": body},
+                                    ensure_ascii=False))
+        return "".join(line + "\n" for line in lines).encode("utf-8")
+
+    # ------------------------------------------------------------------ result lines
+    def _line(self, line: str) -> Result:
+        try:
+            row = json.loads(line)
+            key = row["custom_id"]
+        except (ValueError, KeyError, TypeError):
+            raise TransientJudgeError(f"malformed line in a batch result file: {line[:200]!r}",
+                                      kind="bad_response") from None
+        return key, _item(row)
+
+    def _download(self, file_id: str) -> str:
+        return self._sdk(lambda: self._client.files.content(file_id, timeout=max(self._timeout,
+                                                                                  DOWNLOAD_TIMEOUT))).text
+
+    def _delete(self, file_id: str) -> None:
+        try:
+            self._sdk(lambda: self._client.files.delete(file_id))
+        except JudgeCallError as exc:
+            log.warning("could not delete the batch file %s at %s (%s); delete it in the provider's console",
+                        file_id, self._endpoint, exc)
+
+    def _sdk(self, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except openai.APIError as exc:
+            raise self._api_error(exc) from None
+
+
+def _item(row: dict) -> Reply | JudgeCallError:
+    """One result line: a reply, or this item's error (the same types an online call raises)."""
+    response, error = row.get("response") or {}, row.get("error") or {}
+    status = response.get("status_code")
+    body = response.get("body")
+    if status == 200 and isinstance(body, dict):
+        try:
+            return _reply(ChatCompletion.model_validate(body))
+        except JudgeCallError as exc:  # max_tokens, content filter (refusals), or no choices
+            return exc
+        except ValueError as exc:
+            return item_error(ITEM_FAILED, redact(f"malformed completion in the batch output: {exc}"[:500]))
+    if isinstance(status, int) and status >= 400:
+        detail = body.get("error", body) if isinstance(body, dict) else body
+        message = detail.get("message") if isinstance(detail, dict) else detail
+        code = detail.get("code") if isinstance(detail, dict) else None
+        return status_error(status, str(message or ""), keys=KEYS, code=code)
+    code = str(error.get("code") or "error")
+    kind = ITEM_EXPIRED if code == "batch_expired" else ITEM_FAILED
+    return item_error(kind, redact(f"batch item not answered ({code}): {error.get('message') or 'no message'}"[:500]))

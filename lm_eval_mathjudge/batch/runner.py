@@ -1,0 +1,306 @@
+"""Batch mode as a cache pre-fill, the same for every provider.
+
+``prefill(client, items)`` runs right after the client removed duplicate requests:
+
+    pending = items whose first ask is not cached
+    resume every unfinished job (from the job table) that holds a pending key
+    submit the rest in jobs within the provider's limits; record each job id
+        in the job table BEFORE waiting (a killed run resumes the same job)
+    batch_wait=false and a job still running: stop (BatchPending); rerun collects
+    poll every batch_poll_seconds (progress bar), at most batch_max_hours after
+        the oldest job was created
+    store every reply in the cache under the key an online call would use,
+        then delete the job's files and mark the job collected
+
+The online pass that follows finds those replies as cache hits, so verdicts,
+re-asks of off-contract replies and reruns are exactly those of online mode.
+Items the job failed or let expire are left uncached (``batch_fallback=online``:
+the online pass calls them) or settled as counted failures (``fail``). A
+refusal (max_tokens, content filter) is the judge's answer: settled at once, as
+online mode would score it. Items the provider could not encode get no result
+and go to the online pass, which fails them the online way without a call.
+
+Job ids live in two tables of the cache's own SQLite file (``jobs.py``).
+Processes sharing the cache submit one at a time (a cache lease), so two
+processes starting on the same requests make one job.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+from .. import recovery
+from ..errors import ConfigError, FatalJudgeError, JudgeCallError, JudgeRefusal
+from ..retry import RetryPolicy, call_with_retries
+from ..types import Reply
+from .base import (CANCELLED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, BatchPending, BatchProvider,
+                   BatchUnavailable, Item, JobStatus, chunks, item_error, scored_failure)
+from .jobs import JobStore
+
+log = logging.getLogger(__name__)
+
+SUBMIT_LEASE_S = 3600.0  # how long one process may hold the submit lease (a dead holder loses it at once)
+SUBMIT_ROUNDS = 3
+
+
+@dataclass
+class BatchReport:
+    """What one prefill did; ``settled`` maps keys to the error their sample ends with (no online call)."""
+    submitted: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    expired: int = 0
+    refused: int = 0
+    missing: int = 0  # in no job's results (could not be encoded, or lost): left to the online pass
+    jobs: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
+    settled: dict[str, JudgeCallError] = field(default_factory=dict)
+    usage: Counter = field(default_factory=Counter)
+
+    def counts(self) -> dict[str, int]:
+        return {"submitted": self.submitted, "succeeded": self.succeeded, "failed": self.failed,
+                "expired": self.expired, "refused": self.refused, "missing": self.missing,
+                "jobs": len(self.jobs), "resumed": len(self.resumed)}
+
+
+ONLINE_ONLY = ("local",)  # no API and no price: batch mode judges these the online way
+
+
+def check(backend: Any, settings: Any, cache: Any) -> None:
+    """Refuse, before any generation, a batch mode that cannot work (called when the client is built)."""
+    if settings.backend in ONLINE_ONLY:
+        return
+    if cache is None:
+        raise ConfigError("judge_mode=batch stores the batch's replies in the judge cache, and judge_cache is "
+                          "false; set judge_cache=true (or judge_mode=online)")
+    if not hasattr(backend, "batch_provider"):
+        raise BatchUnavailable(f"judge_mode=batch: the {settings.backend} judge has no batch API here; use "
+                               "judge_mode=online for it (batch mode works with the openai, azure and gemini judges)")
+
+
+def prefill(client: Any, items: Sequence[Item]) -> BatchReport:
+    """Pre-fill ``client``'s cache with batch replies for ``items``; record counts and usage in its stats."""
+    settings = client._settings
+    check(client._backend, settings, client._cache)
+    if settings.backend in ONLINE_ONLY:  # e.g. the rule stage of a cascade: free, judged online
+        return BatchReport()
+    run = BatchRun(client._backend.batch_provider(), client._cache, settings, label=client._judge_label,
+                   progress=client._progress, clean=_cleaner())
+    report = run.run(items)
+    client.stats.batch.update(report.counts())
+    client.stats.batch_usage.update(report.usage)
+    return report
+
+
+def _cleaner() -> Callable[[Reply], Reply]:
+    from ..client import clean_reply  # the client's own rule for what may be stored and shown
+
+    return clean_reply
+
+
+class BatchRun:
+    """One prefill against one provider (the parts tests drive directly, with a fake clock)."""
+
+    def __init__(self, provider: BatchProvider, cache: Any, settings: Any, *, label: str, progress: bool = True,
+                 clean: Callable[[Reply], Reply] = lambda r: r, now: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.provider, self.cache, self.settings = provider, cache, settings
+        self.label, self.progress, self.clean = label, progress, clean
+        self.now, self.sleep = now, sleep
+        self.policy = RetryPolicy(max_retries=settings.max_retries)
+        self.report = BatchReport()
+
+    def run(self, items: Sequence[Item]) -> BatchReport:
+        pending = {key: request for key, request in items if self.cache.get(key) is None}
+        if not pending:
+            return self.report
+        with JobStore(self.cache.path) as store:
+            with self._submit_lock():
+                pending = {k: r for k, r in pending.items() if self.cache.get(k) is None}  # another process's?
+                jobs = self._resume(store, pending)
+                self._submit(store, pending, jobs)
+            self.report.jobs = list(jobs)
+            if not pending:
+                return self.report
+            if not jobs:
+                self.report.missing += len(pending)
+                return self.report
+            statuses = self._wait(store, jobs)
+            for job in jobs:
+                self._collect(store, job, statuses[job], pending)
+        self._settle()
+        return self.report
+
+    # ------------------------------------------------------------------ steps
+    def _resume(self, store: JobStore, pending: dict) -> list[str]:
+        jobs = []
+        for job in store.open_jobs(self.provider.name, pending):
+            try:
+                self._status(job)
+            except FatalJudgeError as exc:
+                if exc.status != 404:
+                    raise
+                # Deleted at the provider (or made with another account): a stale row must not block every rerun.
+                log.warning("batch: job %s is unknown to %s (%s); its requests are submitted again", job,
+                            self.provider.name, exc)
+                store.finish(job, "unknown")
+                continue
+            jobs.append(job)
+        if jobs:
+            log.info("batch: resuming job(s) %s submitted earlier (not paying twice)", ", ".join(jobs))
+        self.report.resumed = list(jobs)
+        return jobs
+
+    def _submit(self, store: JobStore, pending: dict, jobs: list[str]) -> None:
+        covered = {key for job in jobs for key in store.keys(job)}
+        for chunk in chunks([(k, r) for k, r in pending.items() if k not in covered], self.provider.limits):
+            job = self._retrying(lambda: self.provider.submit(chunk))
+            if not job:  # nothing in this chunk could be encoded: the online pass fails those samples
+                continue
+            store.save(job, self.provider.name, [key for key, _ in chunk], self.now())
+            log.info("batch: submitted job %s (%d requests) to %s", job, len(chunk), self.provider.name)
+            jobs.append(job)
+            self.report.submitted += len(chunk)
+
+    @contextmanager
+    def _submit_lock(self) -> Iterator[None]:
+        """One process at a time reads the job table and submits (a cache lease), so two processes
+        starting on the same requests make one job: the second finds the first's job and resumes it."""
+        name = f"batch-submit:{self.provider.name}"
+        for _ in range(SUBMIT_ROUNDS):  # bounded: each round takes the lease or waits out one holder
+            if self.cache.claim(name, SUBMIT_LEASE_S):
+                break
+            self.cache.wait_for(name, SUBMIT_LEASE_S)
+        else:
+            log.warning("batch: another process kept the submit lease; submitting without it")
+        try:
+            yield
+        finally:
+            self.cache.release(name)
+
+    def _wait(self, store: JobStore, jobs: list[str]) -> dict[str, JobStatus]:
+        """Poll until every job finished (bounded by batch_max_hours from the oldest job's creation)."""
+        statuses = {job: self._status(job) for job in jobs}
+        if not self.settings.batch_wait and not all(s.finished for s in statuses.values()):
+            raise self._pending(statuses, "judge_batch_wait=false: the batch is submitted and the run stops here. "
+                                "Rerun the same command (later) to collect the results; nothing is submitted twice")
+        deadline = store.oldest(jobs) + self.settings.batch_max_hours * 3600
+        with _bar(sum(s.total for s in statuses.values()) or None, f"batch {self.provider.name}", self.progress) as bar:
+            while True:
+                self._show(bar, statuses)
+                if all(s.finished for s in statuses.values()):
+                    return statuses
+                if self.now() >= deadline:
+                    raise self._pending(statuses, f"the batch is still running {self.settings.batch_max_hours:g} h "
+                                        "after it was submitted (judge_batch_max_hours). Rerun the same command "
+                                        "later to collect it")
+                self.sleep(min(self.settings.batch_poll_seconds, max(0.0, deadline - self.now())))
+                for job, status in statuses.items():
+                    if not status.finished:
+                        statuses[job] = self._status(job)
+
+    def _collect(self, store: JobStore, job: str, status: JobStatus, pending: dict) -> None:
+        expected = set(store.keys(job)) & set(pending)
+        answered: set[str] = set()
+        if status.state == FAILED:
+            why = status.message or status.raw_state or "no reason given"
+            errors = {key: item_error(ITEM_FAILED, f"batch job {job} failed as a whole: {why}") for key in expected}
+        else:
+            errors = {}
+            for key, result in self.provider.results(job):
+                answered.add(key)
+                if isinstance(result, Reply):
+                    self._store(key, result)
+                elif key in pending:
+                    errors[key] = result
+            if status.state in (EXPIRED, CANCELLED):  # a provider may keep nothing of an unfinished item
+                kind = ITEM_EXPIRED if status.state == EXPIRED else ITEM_FAILED
+                errors.update({key: item_error(kind, f"batch job {job} was {status.raw_state or status.state} "
+                                               "before this request was answered")
+                               for key in expected - answered})
+        for key, error in errors.items():
+            self._count_error(key, error)
+        self.report.missing += len(expected - answered - set(errors))
+        self.provider.cleanup(job)
+        store.finish(job, status.state)
+        log.info("batch: job %s %s; %s", job, status.raw_state or status.state, self.report.counts())
+
+    def _settle(self) -> None:
+        if self.settings.batch_fallback != "fail":
+            return
+        for key, error in list(self.report.settled.items()):
+            self.report.settled[key] = scored_failure(error)
+
+    # ------------------------------------------------------------------ pieces
+    def _store(self, key: str, reply: Reply) -> None:
+        reply = self.clean(reply)
+        try:
+            self.cache.put(key, reply, self.label)
+        except sqlite3.Error as exc:  # the online pass asks again; the batch copy is lost, not the sample
+            log.warning("could not store a batch reply in the cache (%s); that sample is asked online", exc)
+            return
+        self.report.succeeded += 1
+        self.report.usage.update({k: v for k, v in reply.usage.items() if isinstance(v, int)})
+
+    def _count_error(self, key: str, error: JudgeCallError) -> None:
+        if isinstance(error, JudgeRefusal):  # the judge's own answer: online mode would score it the same way
+            self.report.refused += 1
+            self.report.settled[key] = error
+            return
+        if error.kind == ITEM_EXPIRED:
+            self.report.expired += 1
+        else:
+            self.report.failed += 1
+        if self.settings.batch_fallback == "fail":
+            self.report.settled[key] = error
+
+    def _status(self, job: str) -> JobStatus:
+        return self._retrying(lambda: self.provider.status(job))
+
+    def _retrying(self, fn: Callable[[], Any]) -> Any:
+        return call_with_retries(fn, self.policy)
+
+    def _show(self, bar: Any, statuses: dict[str, JobStatus]) -> None:
+        done = sum(s.done for s in statuses.values())
+        bar.update(max(0, done - bar.n))
+        states = Counter(s.raw_state or s.state for s in statuses.values())
+        bar.set_postfix_str(", ".join(f"{k}: {n}" for k, n in sorted(states.items())), refresh=False)
+
+    def _pending(self, statuses: dict[str, JobStatus], why: str) -> BatchPending:
+        jobs = ", ".join(f"{job} ({s.raw_state or s.state}, {s.done}/{s.total} done)" for job, s in statuses.items())
+        saved = recovery.keep_generations(self.settings.resolved_cache_dir())
+        return BatchPending(f"{why}. Batch job(s) at {self.provider.name}: {jobs}; their ids are kept in "
+                            f"{self.cache.path}. {saved}", job_ids=list(statuses))
+
+
+class _NoBar:
+    n = 0
+
+    def update(self, n: int) -> None:
+        self.n += n
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        pass
+
+    def __enter__(self) -> "_NoBar":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _bar(total: int | None, desc: str, enabled: bool) -> Any:
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="req")
+
+
+__all__ = ["BatchReport", "BatchRun", "JobStore", "prefill"]
