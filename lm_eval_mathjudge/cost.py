@@ -1,0 +1,573 @@
+"""The judge bill: an estimate before judging, the cost of what was spent, and the run's ledger.
+
+Estimate (before any call, from the rendered requests; nothing is sent):
+
+* prompt tokens = ``ceil(chars / CHARS_PER_TOKEN)`` over every text part of the
+  request + ``MESSAGE_OVERHEAD`` per request + the media rule of the backend
+  (``media_tokens``). Four characters per token is the usual rule for English
+  with the OpenAI and Gemini tokenizers; digits and LaTeX split finer, so math
+  prompts can count up to a quarter more than the rule says.
+* completion tokens (expected) = a typical verdict (``REPLY_TOKENS``: the
+  contracts ask for two or four short lines) + the thinking a reasoning judge is
+  expected to spend (``expected_thinking``), at most ``max_tokens``. The typical
+  size, not ``max_tokens``, is the expectation because the contract is short and
+  replies that hit the cap are refused, not billed as verdicts; ``max_tokens``
+  per call gives the ceiling (``usd_max``), the most the calls can be billed.
+* batch mode is priced at the batch rates; prompt-cache discounts are ignored
+  (judge prompts are mostly distinct), so the estimate errs high there.
+
+Cost (after judging) comes from the usage the backends record per reply:
+``prompt_tokens``, ``completion_tokens``, and OpenAI's ``reasoning_tokens``
+(already *inside* completion_tokens) or Gemini's ``thoughts_tokens`` (billed on
+top of completion_tokens); ``cached_tokens`` (inside prompt_tokens) is billed at
+the cached-input rate when a backend records it. Replies that came from a batch
+job are recorded apart (``batch_usage``) and billed at batch rates.
+
+A model without a price (``prices.py``) has cost None: shown as "unknown",
+listed by name, never replaced by a guess. A budget cannot be checked against
+an unknown cost, so a budget with an unpriced judge refuses to start.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import threading
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterable, Mapping, Sequence
+
+from . import prices
+from .errors import ConfigError, JudgeRunError
+from .types import JudgeRequest, Media
+
+CHARS_PER_TOKEN = 4
+MESSAGE_OVERHEAD = 7  # tokens of the chat wrapper around one user message and the reply's start
+REPLY_TOKENS = {"exact_match": 60, "vlm": 100}  # a typical verdict in each judge's contract
+# Expected thinking of a reasoning judge comparing two short answers: rough figures, per effort.
+# OpenAI's default effort is medium; Gemini 2.5 Pro/Flash think by default (dynamic budget).
+THINKING_BY_EFFORT = {"none": 0, "minimal": 100, "low": 400, "medium": 1000, "high": 3000}
+GEMINI_THINKING = 1000
+GEMINI_THINKERS = ("gemini-2.5-pro", "gemini-2.5-flash")  # flash-lite does not think unless asked
+# Media (per provider documentation as remembered on prices.PRICES_AS_OF):
+OPENAI_IMAGE_BASE, OPENAI_IMAGE_TILE = 85, 170  # high detail: 85 + 170 per 512-px tile
+GEMINI_IMAGE_TILE = 258  # up to 384x384 one tile; larger images in 768x768 tiles of 258 tokens each
+GEMINI_VIDEO_PER_SECOND = 300  # 258 per frame at 1 frame/s + 32 audio tokens/s, rounded up
+DEFAULT_IMAGE_SIDE = 1024  # when the image header cannot be read
+DEFAULT_VIDEO_SECONDS = 10.0  # when the duration cannot be read (Veo/Sora clips are 4-12 s)
+_HEADER_BYTES = 256 * 1024  # enough for a JPEG frame header after large EXIF blocks
+
+
+# ---------------------------------------------------------------------- estimate
+@dataclass(frozen=True)
+class Estimate:
+    """What judging would cost, before any call. ``usd``/``usd_max`` are None when a judge has no price."""
+    task: str
+    judge: str  # "backend:model", or "all judges" for a combined estimate
+    mode: str
+    requests: int  # judge calls expected (requests not yet cached)
+    cached: int  # requests the cache already answers: free
+    prompt_tokens: int
+    completion_tokens: int  # expected: verdict + thinking
+    completion_tokens_max: int  # every call using max_tokens
+    usd: float | None
+    usd_max: float | None
+    unpriced: tuple[str, ...] = ()  # judges without a price (their calls are in the token counts only)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "unpriced": list(self.unpriced)}
+
+
+def estimate(requests: Iterable[JudgeRequest], settings: Any, *, judge: str = "exact_match", task: str = "",
+             cached: int = 0, overrides: Mapping[str, prices.Price] | None = None) -> Estimate:
+    """Estimate one judge's calls for ``requests`` (the unique requests still to send; read once, not kept).
+
+    ``judge`` is the judge's contract (exact_match or vlm); ``cached`` how many requests the cache already
+    answers (reported, free). Pure: nothing is sent and nothing is read but the request headers of media.
+    """
+    price = prices.price_for(settings, overrides)
+    local = settings.backend == prices.LOCAL_BACKEND
+    batch = settings.mode == "batch"
+    expected = 0 if local else min(settings.max_tokens, REPLY_TOKENS.get(judge, 100) + expected_thinking(settings))
+    ceiling = 0 if local else settings.max_tokens
+    n = prompt = usd = usd_max = 0
+    unpriced = False
+    for request in requests:
+        tokens = 0 if local else prompt_tokens(request, settings.backend)
+        n, prompt = n + 1, prompt + tokens
+        rates = price.rates(batch, tokens) if price is not None else None
+        if rates is None:
+            unpriced = True
+            continue
+        usd += (tokens * rates[0] + expected * rates[1]) / 1e6
+        usd_max += (tokens * rates[0] + ceiling * rates[1]) / 1e6
+    label = judge_label(settings)
+    return Estimate(task=task, judge=label, mode=settings.mode, requests=n, cached=cached, prompt_tokens=prompt,
+                    completion_tokens=n * expected, completion_tokens_max=n * ceiling,
+                    usd=None if unpriced else usd, usd_max=None if unpriced else usd_max,
+                    unpriced=(label,) if unpriced else ())
+
+
+def combine(estimates: Sequence[Estimate], task: str = "all tasks") -> Estimate:
+    """One estimate for several judges or tasks. ``usd`` sums the priced parts; None only if none is priced."""
+    priced = [e for e in estimates if e.usd is not None]
+    unpriced = tuple(dict.fromkeys(name for e in estimates for name in e.unpriced))
+    judges = {e.judge for e in estimates}
+    modes = {e.mode for e in estimates}
+    return Estimate(task=task, judge=judges.pop() if len(judges) == 1 else "all judges",
+                    mode=modes.pop() if len(modes) == 1 else "mixed",
+                    requests=sum(e.requests for e in estimates), cached=sum(e.cached for e in estimates),
+                    prompt_tokens=sum(e.prompt_tokens for e in estimates),
+                    completion_tokens=sum(e.completion_tokens for e in estimates),
+                    completion_tokens_max=sum(e.completion_tokens_max for e in estimates),
+                    usd=sum(e.usd for e in priced) if priced or not unpriced else None,
+                    usd_max=sum(e.usd_max for e in priced) if priced or not unpriced else None,
+                    unpriced=unpriced)
+
+
+def expected_thinking(settings: Any) -> int:
+    """Thinking tokens a judge is expected to spend per call (0 for judges that do not think)."""
+    from .config import is_reasoning_model  # config imports nothing heavy; kept local to keep this module light
+
+    model = prices.normalise(settings.model)
+    if settings.backend == "gemini":
+        budget = getattr(settings, "thinking_budget", None)
+        if budget is None:  # the model's default: 2.5 Pro and Flash think, Flash-Lite and older models do not
+            thinks = model.startswith(GEMINI_THINKERS) and not model.startswith("gemini-2.5-flash-lite")
+            return GEMINI_THINKING if thinks else 0
+        return GEMINI_THINKING if budget == -1 else min(budget, GEMINI_THINKING)  # -1: dynamic
+    if settings.backend in ("openai", "azure") and is_reasoning_model(model):
+        return THINKING_BY_EFFORT.get(getattr(settings, "reasoning_effort", None) or "medium", 1000)
+    return 0
+
+
+def prompt_tokens(request: JudgeRequest, backend: str) -> int:
+    """The documented estimate of one request's prompt tokens (text rule + overhead + media rule)."""
+    text = len(request.prompt) + len(request.output_text or "")
+    return math.ceil(text / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD + sum(media_tokens(m, backend) for m in request.media)
+
+
+def media_tokens(media: Media, backend: str) -> int:
+    """Prompt tokens of one image or video on ``backend`` (OpenAI: tiles of 512 px; Gemini: 768-px tiles, 300/s)."""
+    if media.is_video:
+        if backend != "gemini":
+            return 0  # refused before sending: only the Gemini backend takes video
+        seconds = _video_seconds(media)
+        return math.ceil((DEFAULT_VIDEO_SECONDS if seconds is None else seconds)) * GEMINI_VIDEO_PER_SECOND
+    width, height = _image_size(media) or (DEFAULT_IMAGE_SIDE, DEFAULT_IMAGE_SIDE)
+    return gemini_image_tokens(width, height) if backend == "gemini" else openai_image_tokens(width, height)
+
+
+def openai_image_tokens(width: int, height: int) -> int:
+    """High detail: fit in 2048x2048, shortest side down to 768, then 85 + 170 per 512-px tile."""
+    scale = min(1.0, 2048 / max(width, height))
+    w, h = width * scale, height * scale
+    scale = min(1.0, 768 / min(w, h))
+    w, h = w * scale, h * scale
+    return OPENAI_IMAGE_BASE + OPENAI_IMAGE_TILE * math.ceil(w / 512) * math.ceil(h / 512)
+
+
+def gemini_image_tokens(width: int, height: int) -> int:
+    if width <= 384 and height <= 384:
+        return GEMINI_IMAGE_TILE
+    return GEMINI_IMAGE_TILE * math.ceil(width / 768) * math.ceil(height / 768)
+
+
+def _head(media: Media) -> bytes:
+    if media.data is not None:
+        return media.data[:_HEADER_BYTES]
+    try:
+        with open(media.path, "rb") as fh:
+            return fh.read(_HEADER_BYTES)
+    except (OSError, TypeError):
+        return b""
+
+
+def _image_size(media: Media) -> tuple[int, int] | None:
+    """(width, height) from a PNG, GIF, WebP or JPEG header; None when it cannot be read."""
+    b = _head(media)
+    try:
+        if b.startswith(b"\x89PNG") and len(b) >= 24:
+            return struct.unpack(">II", b[16:24])
+        if b[:6] in (b"GIF87a", b"GIF89a"):
+            return struct.unpack("<HH", b[6:10])
+        if b[:4] == b"RIFF" and b[8:12] == b"WEBP":
+            return _webp_size(b)
+        if b.startswith(b"\xff\xd8"):
+            return _jpeg_size(b)
+    except struct.error:
+        return None
+    return None
+
+
+def _webp_size(b: bytes) -> tuple[int, int] | None:
+    kind = b[12:16]
+    if kind == b"VP8X":
+        return 1 + int.from_bytes(b[24:27], "little"), 1 + int.from_bytes(b[27:30], "little")
+    if kind == b"VP8 ":
+        w, h = struct.unpack("<HH", b[26:30])
+        return w & 0x3FFF, h & 0x3FFF
+    if kind == b"VP8L":
+        bits = int.from_bytes(b[21:25], "little")
+        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+    return None
+
+
+def _jpeg_size(b: bytes) -> tuple[int, int] | None:
+    i = 2
+    while i + 9 < len(b):
+        if b[i] != 0xFF:
+            return None
+        marker, length = b[i + 1], struct.unpack(">H", b[i + 2:i + 4])[0]
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a start-of-frame segment
+            height, width = struct.unpack(">HH", b[i + 5:i + 9])
+            return width, height
+        i += 2 + length
+    return None
+
+
+def _video_seconds(media: Media) -> float | None:
+    """Duration of an MP4/MOV from its movie header (mvhd); None for other containers or odd files."""
+    try:
+        if media.data is not None:
+            import io
+
+            return _mvhd_seconds(io.BytesIO(media.data), len(media.data))
+        with open(media.path, "rb") as fh:
+            return _mvhd_seconds(fh, media.size)
+    except (OSError, TypeError, struct.error):
+        return None
+
+
+def _mvhd_seconds(fh: Any, end: int, start: int = 0, depth: int = 0) -> float | None:
+    pos = start
+    while pos + 8 <= end and depth < 3:
+        fh.seek(pos)
+        size, kind = struct.unpack(">I4s", fh.read(8))
+        header = 8
+        if size == 1:
+            size, header = struct.unpack(">Q", fh.read(8))[0], 16
+        elif size == 0:
+            size = end - pos
+        if size < header:
+            return None
+        if kind == b"moov":
+            return _mvhd_seconds(fh, pos + size, pos + header, depth + 1)
+        if kind == b"mvhd":
+            version = fh.read(1)[0]
+            fh.read(3)
+            if version == 1:
+                fh.read(16)
+                scale, duration = struct.unpack(">IQ", fh.read(12))
+            else:
+                fh.read(8)
+                scale, duration = struct.unpack(">II", fh.read(8))
+            return duration / scale if scale else None
+        pos += size
+    return None
+
+
+def judge_label(settings: Any) -> str:
+    return f"{settings.backend}:{settings.model}"
+
+
+# ---------------------------------------------------------------------- cost of usage
+@dataclass(frozen=True)
+class Tokens:
+    """Token counts of recorded usage; ``completion`` is the visible reply, ``thinking`` the hidden part."""
+    prompt: int = 0
+    cached: int = 0  # inside prompt
+    completion: int = 0
+    thinking: int = 0
+
+    @property
+    def output(self) -> int:
+        return self.completion + self.thinking
+
+    def __add__(self, other: "Tokens") -> "Tokens":
+        return Tokens(self.prompt + other.prompt, self.cached + other.cached, self.completion + other.completion,
+                      self.thinking + other.thinking)
+
+
+def tokens_of(usage: Mapping[str, Any] | None) -> Tokens:
+    """Read the backends' usage keys (summed over calls) into Tokens."""
+    u = {k: v for k, v in (usage or {}).items() if isinstance(v, int) and not isinstance(v, bool)}
+    prompt, completion = u.get("prompt_tokens", 0), u.get("completion_tokens", 0)
+    cached = min(prompt, u.get("cached_tokens", 0))
+    if "thoughts_tokens" in u:  # Gemini: thoughts are billed on top of the candidates
+        return Tokens(prompt, cached, completion, u["thoughts_tokens"])
+    reasoning = min(completion, u.get("reasoning_tokens", 0))  # OpenAI: reasoning is inside completion_tokens
+    return Tokens(prompt, cached, completion - reasoning, reasoning)
+
+
+@dataclass(frozen=True)
+class Cost:
+    online: float | None
+    batch: float | None
+
+    @property
+    def total(self) -> float | None:
+        return None if self.online is None or self.batch is None else self.online + self.batch
+
+
+def usd(tokens: Tokens, price: prices.Price | None, batch: bool = False) -> float | None:
+    """USD for ``tokens`` at ``price`` (summed usage is billed at the base tier); 0 tokens cost 0."""
+    if tokens == Tokens():
+        return 0.0
+    rates = price.rates(batch) if price is not None else None
+    if rates is None:
+        return None
+    cached_rate = price.cached_input if price.cached_input is not None and not batch else rates[0]
+    return ((tokens.prompt - tokens.cached) * rates[0] + tokens.cached * cached_rate
+            + tokens.output * rates[1]) / 1e6
+
+
+def cost_of(usage: Mapping[str, Any] | None, batch_usage: Mapping[str, Any] | None, settings: Any,
+            overrides: Mapping[str, prices.Price] | None = None) -> Cost:
+    """USD of the online replies (``usage``) and of the batch replies (``batch_usage``) of one judge."""
+    price = prices.price_for(settings, overrides)
+    return Cost(online=usd(tokens_of(usage), price), batch=usd(tokens_of(batch_usage), price, batch=True))
+
+
+# ---------------------------------------------------------------------- ledger
+@dataclass(frozen=True)
+class Row:
+    requests: int = 0
+    calls: int = 0
+    cached: int = 0
+    failed: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    thinking_tokens: int = 0
+    usd_online: float | None = 0.0
+    usd_batch: float | None = 0.0
+    unpriced: tuple[str, ...] = ()
+
+    @property
+    def usd(self) -> float | None:
+        return None if self.usd_online is None or self.usd_batch is None else self.usd_online + self.usd_batch
+
+    def __add__(self, other: "Row") -> "Row":
+        def add(a, b):
+            return None if a is None or b is None else a + b
+        return Row(*(getattr(self, f) + getattr(other, f) for f in _COUNTS), usd_online=add(self.usd_online,
+                   other.usd_online), usd_batch=add(self.usd_batch, other.usd_batch),
+                   unpriced=tuple(dict.fromkeys(self.unpriced + other.unpriced)))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**{f: getattr(self, f) for f in _COUNTS}, "usd_online": _round(self.usd_online),
+                "usd_batch": _round(self.usd_batch), "usd": _round(self.usd), "unpriced": list(self.unpriced)}
+
+
+_COUNTS = ("requests", "calls", "cached", "failed", "prompt_tokens", "completion_tokens", "thinking_tokens")
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def _sum_known(rows: Iterable[Row]) -> Row:
+    """Counts summed; USD summed over the priced rows (the unpriced are named in ``unpriced``).
+
+    USD stays None (unknown) only when no row is priced, as in ``combine``.
+    """
+    rows = list(rows)
+    total = Row()
+    for row in rows:
+        total = total + replace(row, usd_online=row.usd_online or 0.0, usd_batch=row.usd_batch or 0.0)
+    if rows and all(row.usd is None for row in rows):
+        total = replace(total, usd_online=None, usd_batch=None)
+    return total
+
+
+class Ledger:
+    """Per task and per judge: calls made, served from cache, failed; tokens; USD online and batch.
+
+    Thread-safe; one per run. ``record`` adds (several records of one task and judge accumulate).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows: dict[str, dict[str, Row]] = {}
+        self._prices: dict[str, prices.Price | None] = {}
+
+    def record(self, task: str, settings: Any, *, requests: int = 0, calls: int = 0, cached: int = 0,
+               failed: int = 0, usage: Mapping[str, Any] | None = None,
+               batch_usage: Mapping[str, Any] | None = None) -> Row:
+        price = prices.price_for(settings)
+        online, batched = tokens_of(usage), tokens_of(batch_usage)
+        both = online + batched
+        label = judge_label(settings)
+        row = Row(requests, calls, cached, failed, both.prompt, both.completion, both.thinking,
+                  usd(online, price), usd(batched, price, batch=True))
+        if row.usd is None:
+            row = replace(row, unpriced=(label,))
+        with self._lock:
+            judges = self._rows.setdefault(task, {})
+            judges[label] = judges.get(label, Row()) + row
+            self._prices[label] = price
+        return row
+
+    def record_stats(self, task: str, settings: Any, stats: Any, *, failed: int | None = None) -> Row:
+        """Record a ``JudgeStats`` (client.py); ``failed`` overrides its failure count (per sample)."""
+        return self.record(task, settings, requests=stats.requests, calls=stats.calls, cached=stats.cache_hits,
+                           failed=sum(stats.failures.values()) if failed is None else failed,
+                           usage=stats.usage, batch_usage=getattr(stats, "batch_usage", None))
+
+    def task_row(self, task: str) -> Row:
+        with self._lock:
+            return _sum_known(self._rows.get(task, {}).values())
+
+    def total(self) -> Row:
+        with self._lock:
+            return _sum_known(row for judges in self._rows.values() for row in judges.values())
+
+    def task_dict(self, task: str) -> dict[str, Any]:
+        """One task's block: its totals and one entry per judge (with the price used)."""
+        with self._lock:
+            judges = dict(self._rows.get(task, {}))
+            used = dict(self._prices)
+        return {**_sum_known(judges.values()).as_dict(),
+                "judges": {label: {**row.as_dict(), "price": _price_dict(used.get(label))}
+                           for label, row in judges.items()}}
+
+    def as_dict(self) -> dict[str, Any]:
+        """The run's cost block for the results file (JSON-able)."""
+        with self._lock:
+            tasks = list(self._rows)
+        total = self.total()
+        return {"currency": "USD", "prices_as_of": prices.PRICES_AS_OF,
+                "note": "list prices from the built-in table unless overridden (judge_prices); check them",
+                "tasks": {t: self.task_dict(t) for t in tasks}, "total": total.as_dict(),
+                "unpriced": list(total.unpriced)}
+
+    def table(self) -> str:
+        """A fixed-width table: one line per task and a total."""
+        with self._lock:
+            tasks = list(self._rows)
+        lines = [f"judge cost (USD; list prices as of {prices.PRICES_AS_OF}, override with judge_prices)",
+                 _HEADER, "-" * len(_HEADER)]
+        lines += [_line(task, self.task_row(task)) for task in tasks]
+        total = self.total()
+        lines += ["-" * len(_HEADER), _line("total", total)]
+        if total.unpriced:
+            lines.append(f"no price for {', '.join(total.unpriced)}: their USD is left out of the sums; add them "
+                         "with judge_prices")
+        return "\n".join(lines)
+
+
+_HEADER = (f"{'task':<32} {'requests':>8} {'calls':>7} {'cached':>7} {'failed':>6} {'prompt tok':>11} "
+           f"{'reply tok':>10} {'think tok':>10} {'USD online':>11} {'USD batch':>10} {'USD':>10}")
+
+
+def _money(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.4f}"
+
+
+def _line(name: str, row: Row) -> str:
+    mark = "*" if row.unpriced else ""
+    name = name if len(name) <= 32 else name[:31] + "~"
+    return (f"{name:<32} {row.requests:>8,} {row.calls:>7,} {row.cached:>7,} {row.failed:>6,} "
+            f"{row.prompt_tokens:>11,} {row.completion_tokens:>10,} {row.thinking_tokens:>10,} "
+            f"{_money(row.usd_online):>11} {_money(row.usd_batch):>10} {_money(row.usd) + mark:>10}")
+
+
+def _price_dict(price: prices.Price | None) -> dict[str, Any] | None:
+    if price is None:
+        return None
+    return {k: v for k, v in asdict(price).items() if v is not None}
+
+
+# ---------------------------------------------------------------------- dry run and budget
+class BudgetExceeded(ConfigError):
+    """The estimate is above judge_budget_usd (or cannot be priced): judging did not start."""
+
+    def __init__(self, message: str, estimate: Estimate, budget: float):
+        super().__init__(message)
+        self.estimate, self.budget = estimate, budget
+
+
+class DryRunDone(JudgeRunError):
+    """judge_dry_run: the estimate was printed and nothing was sent to any judge."""
+
+    def __init__(self, message: str, estimate: Estimate):
+        super().__init__(message)
+        self.estimate = estimate
+
+
+def describe(estimate: Estimate) -> str:
+    """One sentence: calls, tokens and USD of an estimate."""
+    if estimate.usd is None:
+        money = "cost unknown"
+    else:
+        money = f"about ${estimate.usd:,.2f} (at most ${estimate.usd_max:,.2f} if every reply used max_tokens)"
+    text = (f"{estimate.requests:,} judge call(s) ({estimate.cached:,} more answered by the cache, free), "
+            f"~{estimate.prompt_tokens:,} prompt and ~{estimate.completion_tokens:,} completion tokens, {money}")
+    if estimate.unpriced:
+        text += f"; no price for {', '.join(estimate.unpriced)} (add it with judge_prices, e.g. " \
+                f"{prices.OVERRIDE_EXAMPLE})"
+    return text + f" [{estimate.mode} prices as of {prices.PRICES_AS_OF}]"
+
+
+def budget_of(settings_list: Iterable[Any]) -> float | None:
+    """The run's budget: the smallest judge_budget_usd set on any judge (None: no budget)."""
+    budgets = [s.budget_usd for s in settings_list if getattr(s, "budget_usd", None) is not None]
+    return min(budgets) if budgets else None
+
+
+def check_budget(estimate: Estimate, settings_list: Iterable[Any]) -> None:
+    """Raise BudgetExceeded when the (combined) estimate is above the budget or cannot be priced; else None.
+
+    Compares the expected cost (``estimate.usd``), not the ceiling: the ceiling assumes every reply runs
+    to max_tokens, which a two-line verdict does not.
+    """
+    budget = budget_of(settings_list)
+    if budget is None:
+        return
+    if estimate.unpriced:
+        raise BudgetExceeded(
+            f"judge_budget_usd={budget:g} is set, but {', '.join(estimate.unpriced)} has no price, so the cost "
+            f"cannot be checked against the budget: {describe(estimate)}. Nothing was sent. Add the price with "
+            f"judge_prices (e.g. {prices.OVERRIDE_EXAMPLE}) or remove judge_budget_usd, then rerun.",
+            estimate, budget)
+    if estimate.usd > budget:
+        raise BudgetExceeded(
+            f"the judge estimate is above judge_budget_usd={budget:g}: {describe(estimate)}. Nothing was sent. "
+            "Raise judge_budget_usd, judge fewer samples (--limit), choose a cheaper judge (judge_model) or "
+            "batch mode (judge_mode=batch, about half price), then rerun the same command.", estimate, budget)
+
+
+def dry_run_stop(estimate: Estimate, settings_list: Iterable[Any], saved: str = "") -> DryRunDone:
+    """The DryRunDone to raise for a dry run: the estimate, the budget verdict and what to do next.
+
+    ``saved`` is the sentence saying where the generations were kept (``recovery.keep_generations``).
+    """
+    settings_list = list(settings_list)
+    budget = budget_of(settings_list)
+    verdict = ""
+    if budget is not None:
+        try:
+            check_budget(estimate, settings_list)
+            verdict = f" This is within judge_budget_usd={budget:g}."
+        except BudgetExceeded:
+            verdict = f" This is NOT within judge_budget_usd={budget:g}: a real run would refuse to start."
+    return DryRunDone(
+        f"dry run (judge_dry_run=true): nothing was sent to any judge. Estimate: {describe(estimate)}.{verdict} "
+        f"{saved + ' ' if saved else ''}To judge for real, rerun the same command without judge_dry_run "
+        "(or with judge_dry_run=false); judge_budget_usd=<USD> refuses a run whose estimate is higher.", estimate)
+
+
+def format_estimates(estimates: Sequence[Estimate]) -> str:
+    """A fixed-width table of per-task estimates and their total (printed by a dry run)."""
+    head = (f"{'task':<32} {'judge':<34} {'mode':<6} {'calls':>7} {'cached':>7} {'prompt tok':>11} "
+            f"{'reply tok':>10} {'USD':>10} {'USD max':>10}")
+    def line(e: Estimate) -> str:
+        task = e.task if len(e.task) <= 32 else e.task[:31] + "~"
+        judge = e.judge if len(e.judge) <= 34 else e.judge[:33] + "~"
+        return (f"{task:<32} {judge:<34} {e.mode:<6} {e.requests:>7,} {e.cached:>7,} {e.prompt_tokens:>11,} "
+                f"{e.completion_tokens:>10,} {_money(e.usd):>10} {_money(e.usd_max):>10}")
+    total = combine(estimates)
+    lines = [f"judge cost estimate (USD; list prices as of {prices.PRICES_AS_OF}, override with judge_prices)",
+             head, "-" * len(head), *map(line, estimates), "-" * len(head), line(replace(total, task="total"))]
+    if total.unpriced:
+        lines.append(f"no price for {', '.join(total.unpriced)}: left out of the USD sums; add it with judge_prices")
+    return "\n".join(lines)
