@@ -77,34 +77,45 @@ class Estimate:
         return {**asdict(self), "unpriced": list(self.unpriced)}
 
 
-def estimate(requests: Iterable[JudgeRequest], settings: Any, *, judge: str = "exact_match", task: str = "",
+def estimate(requests: Iterable[JudgeRequest], settings: Any, *, judge: str | None = None, task: str = "",
              cached: int = 0, overrides: Mapping[str, prices.Price] | None = None) -> Estimate:
     """Estimate one judge's calls for ``requests`` (the unique requests still to send; read once, not kept).
 
-    ``judge`` is the judge's contract (exact_match or vlm); ``cached`` how many requests the cache already
-    answers (reported, free). Pure: nothing is sent and nothing is read but the request headers of media.
+    ``judge`` is the contract (exact_match or vlm; None: told by each request, a VLM request carries
+    the output as a separate part or as media); ``cached`` how many requests the cache already answers
+    (reported, free). Nothing is sent; media files are read for their headers only.
     """
     price = prices.price_for(settings, overrides)
     local = settings.backend == prices.LOCAL_BACKEND
     batch = settings.mode == "batch"
-    expected = 0 if local else min(settings.max_tokens, REPLY_TOKENS.get(judge, 100) + expected_thinking(settings))
+    thinking = expected_thinking(settings)
     ceiling = 0 if local else settings.max_tokens
-    n = prompt = usd = usd_max = 0
+    n = prompt = completion = 0
+    usd = usd_max = 0.0
     unpriced = False
     for request in requests:
-        tokens = 0 if local else prompt_tokens(request, settings.backend)
-        n, prompt = n + 1, prompt + tokens
+        n += 1
+        if local:
+            continue
+        tokens = prompt_tokens(request, settings.backend)
+        reply = min(settings.max_tokens, REPLY_TOKENS[judge or contract_of(request)] + thinking)
+        prompt, completion = prompt + tokens, completion + reply
         rates = price.rates(batch, tokens) if price is not None else None
         if rates is None:
             unpriced = True
             continue
-        usd += (tokens * rates[0] + expected * rates[1]) / 1e6
+        usd += (tokens * rates[0] + reply * rates[1]) / 1e6
         usd_max += (tokens * rates[0] + ceiling * rates[1]) / 1e6
     label = judge_label(settings)
     return Estimate(task=task, judge=label, mode=settings.mode, requests=n, cached=cached, prompt_tokens=prompt,
-                    completion_tokens=n * expected, completion_tokens_max=n * ceiling,
+                    completion_tokens=completion, completion_tokens_max=n * ceiling,
                     usd=None if unpriced else usd, usd_max=None if unpriced else usd_max,
                     unpriced=(label,) if unpriced else ())
+
+
+def contract_of(request: JudgeRequest) -> str:
+    """exact_match folds the response into the prompt; the VLM judge sends it as its own part or as media."""
+    return "vlm" if request.output_text is not None or request.media else "exact_match"
 
 
 def combine(estimates: Sequence[Estimate], task: str = "all tasks") -> Estimate:
@@ -464,7 +475,7 @@ def _money(value: float | None) -> str:
 
 
 def _line(name: str, row: Row) -> str:
-    mark = "*" if row.unpriced else ""
+    mark = "*" if row.unpriced and row.usd is not None else ""  # a sum that leaves unpriced judges out
     name = name if len(name) <= 32 else name[:31] + "~"
     return (f"{name:<32} {row.requests:>8,} {row.calls:>7,} {row.cached:>7,} {row.failed:>6,} "
             f"{row.prompt_tokens:>11,} {row.completion_tokens:>10,} {row.thinking_tokens:>10,} "
