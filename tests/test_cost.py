@@ -177,8 +177,8 @@ def test_estimate_exact_match_default_judge_on_gsm8k(gsm8k_requests):
     assert e.usd_max == pytest.approx((prompt * 10 + 1024 * n * 30) / 1e6)
     assert 300 < prompt / n < 900  # the template (~280 tokens) + a GSM8K problem, solution and response
     assert e.judge == "openai:gpt-4-turbo-2024-04-09" and e.unpriced == ()
-    if n == 1319:  # the full test set: about $6 with the default judge, online
-        assert 4.0 < e.usd < 9.0
+    if n == 1319:  # the full test set with the default judge, online
+        assert 6.0 < e.usd < 12.0  # measured: $8.81
 
 
 def test_estimate_batch_is_half_and_local_is_free(gsm8k_requests):
