@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_mathjudge import cost, data, prices
+from lm_eval_mathjudge import cost, data, prices, token_rules
 from lm_eval_mathjudge.config import JudgeSettings, resolve_settings
 from lm_eval_mathjudge.errors import ConfigError, JudgeRunError
 from lm_eval_mathjudge.judges import JUDGES
@@ -266,7 +266,7 @@ def test_image_tokens(tmp_path, fmt, size, openai_tokens, gemini_tokens):
     path = tmp_path / f"out.{fmt.lower().replace('jpeg', 'jpg')}"
     path.write_bytes(_pil(fmt, size))
     media = load_media(str(path))
-    assert cost._image_size(media) == size
+    assert token_rules.image_size(media) == size
     assert cost.media_tokens(media, "openai") == openai_tokens
     assert cost.media_tokens(media, "gemini") == gemini_tokens
 
