@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import prices
 from .errors import ConfigError, JudgeRunError
@@ -386,8 +386,11 @@ def budget_of(settings_list: Iterable[Any]) -> float | None:
     return min(budgets) if budgets else None
 
 
-def check_budget(estimate: Estimate, settings_list: Iterable[Any]) -> None:
+def check_budget(estimate: Estimate, settings_list: Iterable[Any], saved: str | Callable[[], str] = "") -> None:
     """Raise BudgetExceeded when the (combined) estimate is above the budget or cannot be priced; else None.
+
+    ``saved`` is the sentence saying where the generations were kept (``recovery.keep_generations``); it is
+    only needed when the budget refuses, so it may also be a callable that returns it.
 
     Compares the expected cost (``estimate.usd``), not the ceiling: the ceiling assumes every reply runs
     to max_tokens, which a two-line verdict does not.
@@ -399,16 +402,23 @@ def check_budget(estimate: Estimate, settings_list: Iterable[Any]) -> None:
         raise BudgetExceeded(
             f"judge_budget_usd={budget:g} is set, but {', '.join(estimate.unpriced)} has no price, so the cost "
             f"cannot be checked against the budget: {describe(estimate)}. Nothing was sent. Add the price with "
-            f"judge_prices (e.g. {prices.OVERRIDE_EXAMPLE}) or remove judge_budget_usd, then rerun.",
-            estimate, budget)
+            f"judge_prices (e.g. {prices.OVERRIDE_EXAMPLE}) or remove judge_budget_usd, then rerun."
+            + _saved(saved), estimate, budget)
     if estimate.usd > budget:
         raise BudgetExceeded(
             f"the judge estimate is above judge_budget_usd={budget:g}: {describe(estimate)}. Nothing was sent. "
             "Raise judge_budget_usd, judge fewer samples (--limit), choose a cheaper judge (judge_model) or "
-            "batch mode (judge_mode=batch, about half price), then rerun the same command.", estimate, budget)
+            "batch mode (judge_mode=batch, about half price), then rerun the same command." + _saved(saved),
+            estimate, budget)
 
 
-def dry_run_stop(estimate: Estimate, settings_list: Iterable[Any], saved: str = "") -> DryRunDone:
+def _saved(saved: str | Callable[[], str]) -> str:
+    text = saved() if callable(saved) else saved
+    return f" {text}" if text else ""
+
+
+def dry_run_stop(estimate: Estimate, settings_list: Iterable[Any],
+                 saved: str | Callable[[], str] = "") -> DryRunDone:
     """The DryRunDone to raise for a dry run: the estimate, the budget verdict and what to do next.
 
     ``saved`` is the sentence saying where the generations were kept (``recovery.keep_generations``).
@@ -424,7 +434,7 @@ def dry_run_stop(estimate: Estimate, settings_list: Iterable[Any], saved: str = 
             verdict = f" This is NOT within judge_budget_usd={budget:g}: a real run would refuse to start."
     return DryRunDone(
         f"dry run (judge_dry_run=true): nothing was sent to any judge. Estimate: {describe(estimate)}.{verdict} "
-        f"{saved + ' ' if saved else ''}To judge for real, rerun the same command without judge_dry_run "
+        f"{_saved(saved).strip() + ' ' if saved else ''}To judge for real, rerun the same command without judge_dry_run "
         "(or with judge_dry_run=false); judge_budget_usd=<USD> refuses a run whose estimate is higher.", estimate)
 
 

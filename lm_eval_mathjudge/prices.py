@@ -5,8 +5,9 @@ as they stood on ``PRICES_AS_OF``. They are written down from memory, not
 read from the providers: check them against the pricing pages before you rely on a figure,
 and override any of them with the ``prices`` setting (``judge_prices``):
 
-    --metadata '{"judge_prices": {"gpt-4o": {"input": 2.5, "output": 10, "batch_input": 1.25, "batch_output": 5}}}'
+    MATHJUDGE_PRICES='{"gpt-4o": {"input": 2.5, "output": 10, "batch_input": 1.25, "batch_output": 5}}'
     MATHJUDGE_PRICES=/path/to/prices.yaml     # the same object, as a .json or .yaml file
+    --metadata '{"judge_prices": "/path/to/prices.json"}'   # settings are strings: a path, or JSON text
 
 Billing rules the table encodes:
 

@@ -415,6 +415,19 @@ def test_check_budget(budgets, usd, refused):
     assert isinstance(info.value, ConfigError) and info.value.budget == min(b for b in budgets if b is not None)
 
 
+def test_budget_refusal_names_where_the_generations_are():
+    asked = []
+
+    def saved() -> str:
+        asked.append(1)
+        return "The generations of 1 task(s) are saved in /tmp/g/generations-1.jsonl: rerun with ..."
+    cost.check_budget(_estimate(1.0), [em_settings(budget_usd=2)], saved=saved)
+    assert asked == []  # within budget: nothing is written
+    with pytest.raises(cost.BudgetExceeded) as info:
+        cost.check_budget(_estimate(3.0), [em_settings(budget_usd=2)], saved=saved)
+    assert str(info.value).endswith("saved in /tmp/g/generations-1.jsonl: rerun with ...") and asked == [1]
+
+
 def test_budget_with_an_unpriced_judge_refuses():
     with pytest.raises(cost.BudgetExceeded, match="has no price.*judge_prices"):
         cost.check_budget(_estimate(1.0, unpriced=["openai:my-finetune"]), [em_settings(budget_usd=100)])
