@@ -2,8 +2,8 @@
 
 Estimate (before any call, from the rendered requests; nothing is sent):
 
-* prompt tokens: ``token_rules.prompt_tokens`` (four characters per token, a
-  per-message overhead, the providers' image and video rules).
+* prompt tokens: ``token_rules.prompt_tokens`` (a character-class rule fitted to
+  OpenAI's tokenizers, a per-message overhead, the providers' image and video rules).
 * completion tokens (expected) = a typical verdict (``REPLY_TOKENS``: the
   contracts ask for two or four short lines) + the thinking a reasoning judge is
   expected to spend (``expected_thinking``), at most ``max_tokens``. The typical

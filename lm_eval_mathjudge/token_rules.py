@@ -1,9 +1,14 @@
 """Prompt tokens of a judge request, estimated without a tokenizer or a call (used by ``cost.estimate``).
 
-* Text: ``ceil(chars / CHARS_PER_TOKEN)`` over the prompt and the separate output
-  part, + ``MESSAGE_OVERHEAD`` per request. Four characters per token is the usual
-  rule for English with the OpenAI and Gemini tokenizers; digits and LaTeX split
-  finer, so math prompts can count up to a quarter more than the rule says.
+* Text (``text_tokens``): ASCII letters and whitespace at ``WORD_CHARS_PER_TOKEN``
+  (4.8) characters per token, digits at ``DIGITS_PER_TOKEN`` (2.5), every other
+  character (LaTeX symbols, punctuation, non-Latin scripts) one token each, over the
+  prompt and the separate output part, + ``MESSAGE_OVERHEAD`` per request (OpenAI's
+  count for one chat message and the reply's start). Fitted to OpenAI's cl100k_base
+  and o200k_base tokenizers on the judge prompts of all five data sets
+  (``bench/token_estimate.py``): within -1%..+13% of the real total on each set,
+  where the plain four-characters rule undercounts LaTeX-heavy sets by up to 29%.
+  Gemini's tokenizer could not be measured here.
 * Images (dimensions read from the PNG, GIF, WebP or JPEG header): OpenAI high
   detail counts 85 + 170 per 512-px tile after fitting the image in 2048x2048 and
   its short side in 768 px; Gemini counts 258 for an image up to 384x384, else 258
@@ -20,13 +25,17 @@ from __future__ import annotations
 
 import io
 import math
+import string
 import struct
 from typing import Any
 
 from .types import JudgeRequest, Media
 
-CHARS_PER_TOKEN = 4
+WORD_CHARS_PER_TOKEN = 4.8  # ASCII letters and whitespace
+DIGITS_PER_TOKEN = 2.5
 MESSAGE_OVERHEAD = 7  # tokens of the chat wrapper around one user message and the reply's start
+_DROP_WORDY = {ord(c): None for c in string.ascii_letters + string.whitespace}
+_DROP_DIGITS = {ord(c): None for c in string.digits}
 
 # Media (per provider documentation as remembered on prices.PRICES_AS_OF):
 OPENAI_IMAGE_BASE, OPENAI_IMAGE_TILE = 85, 170  # high detail: 85 + 170 per 512-px tile
@@ -38,8 +47,16 @@ _HEADER_BYTES = 256 * 1024  # enough for a JPEG frame header after large EXIF bl
 
 def prompt_tokens(request: JudgeRequest, backend: str) -> int:
     """The documented estimate of one request's prompt tokens (text rule + overhead + media rule)."""
-    text = len(request.prompt) + len(request.output_text or "")
-    return math.ceil(text / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD + sum(media_tokens(m, backend) for m in request.media)
+    text = text_tokens(request.prompt) + text_tokens(request.output_text or "")
+    return text + MESSAGE_OVERHEAD + sum(media_tokens(m, backend) for m in request.media)
+
+
+def text_tokens(text: str) -> int:
+    """Estimated tokens of a text: letters and whitespace / 4.8 + digits / 2.5 + one per other character."""
+    rest = text.translate(_DROP_WORDY)  # C-speed counting: a 1 MB response costs milliseconds
+    other = rest.translate(_DROP_DIGITS)
+    words, digits = len(text) - len(rest), len(rest) - len(other)
+    return math.ceil(words / WORD_CHARS_PER_TOKEN + digits / DIGITS_PER_TOKEN + len(other))
 
 
 def media_tokens(media: Media, backend: str) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 import struct
 import threading
 from pathlib import Path
@@ -162,8 +163,28 @@ def gsm8k_requests():
     return [judge.request(doc, outputs.get(i, doc["answer"])) for i, doc in enumerate(docs)]
 
 
+def documented_text_tokens(text: str) -> int:
+    """The documented rule, counted independently: letters+whitespace / 4.8, digits / 2.5, others 1 each."""
+    words = len(re.findall(r"[A-Za-z \t\n\r\x0b\x0c]", text))
+    digits = len(re.findall(r"[0-9]", text))
+    return math.ceil(words / 4.8 + digits / 2.5 + (len(text) - words - digits))
+
+
 def documented_prompt_tokens(request: JudgeRequest) -> int:
-    return math.ceil((len(request.prompt) + len(request.output_text or "")) / 4) + 7
+    return documented_text_tokens(request.prompt) + documented_text_tokens(request.output_text or "") + 7
+
+
+@pytest.mark.parametrize("text, tokens", [
+    ("", 0),
+    ("hello world", 3),  # 11 letters and spaces / 4.8
+    ("12345", 2),  # 5 digits / 2.5
+    ("\\frac{1}{2}", 7),  # 4 letters (0.83) + 2 digits (0.8) + 5 symbols
+    ("x = 18.00", 5),  # "x  " 3 -> 0.625; 4 digits -> 1.6; "=" and "." -> 2; ceil(4.225)
+    ("日本語", 3),  # other scripts: one token per character
+    ("a" * 4800, 1000),
+])
+def test_text_token_rule(text, tokens):
+    assert token_rules.text_tokens(text) == tokens == documented_text_tokens(text)
 
 
 def test_estimate_exact_match_default_judge_on_gsm8k(gsm8k_requests):
@@ -282,7 +303,7 @@ def test_video_tokens(tmp_path, blob, seconds):
     media = load_media(str(path))
     assert cost.media_tokens(media, "gemini") == seconds * 300
     assert cost.media_tokens(media, "openai") == 0  # refused before sending: the openai judge takes no video
-    request = JudgeRequest(prompt="p" * 40, media=(media,))
+    request = JudgeRequest(prompt="p" * 48, media=(media,))  # 48 letters: 10 tokens
     assert cost.prompt_tokens(request, "gemini") == 10 + 7 + seconds * 300
 
 
