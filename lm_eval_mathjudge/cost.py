@@ -261,11 +261,17 @@ class Ledger:
         self._lock = threading.Lock()
         self._rows: dict[str, dict[str, Row]] = {}
         self._prices: dict[str, prices.Price | None] = {}
+        self._problems: dict[str, str] = {}  # judge -> why its price could not be read
 
     def record(self, task: str, settings: Any, *, requests: int = 0, calls: int = 0, cached: int = 0,
                failed: int = 0, usage: Mapping[str, Any] | None = None,
                batch_usage: Mapping[str, Any] | None = None) -> Row:
-        price = prices.price_for(settings)
+        """Add one judge's counts for ``task``. Never raises for a bad ``prices`` override: the calls are
+        already paid for, so the judge is left unpriced and the reason goes into the table and the block."""
+        try:
+            price, problem = prices.price_for(settings), None
+        except ConfigError as exc:
+            price, problem = None, str(exc)
         online, batched = tokens_of(usage), tokens_of(batch_usage)
         both = online + batched
         label = judge_label(settings)
@@ -277,6 +283,8 @@ class Ledger:
             judges = self._rows.setdefault(task, {})
             judges[label] = judges.get(label, Row()) + row
             self._prices[label] = price
+            if problem:
+                self._problems[label] = problem
         return row
 
     def record_stats(self, task: str, settings: Any, stats: Any, *, failed: int | None = None) -> Row:
@@ -305,17 +313,17 @@ class Ledger:
     def as_dict(self) -> dict[str, Any]:
         """The run's cost block for the results file (JSON-able)."""
         with self._lock:
-            tasks = list(self._rows)
+            tasks, problems = list(self._rows), dict(self._problems)
         total = self.total()
         return {"currency": "USD", "prices_as_of": prices.PRICES_AS_OF,
                 "note": "list prices from the built-in table unless overridden (judge_prices); check them",
                 "tasks": {t: self.task_dict(t) for t in tasks}, "total": total.as_dict(),
-                "unpriced": list(total.unpriced)}
+                "unpriced": list(total.unpriced), "price_errors": problems}
 
     def table(self) -> str:
         """A fixed-width table: one line per task and a total."""
         with self._lock:
-            tasks = list(self._rows)
+            tasks, problems = list(self._rows), dict(self._problems)
         lines = [f"judge cost (USD; list prices as of {prices.PRICES_AS_OF}, override with judge_prices)",
                  _HEADER, "-" * len(_HEADER)]
         lines += [_line(task, self.task_row(task)) for task in tasks]
@@ -324,6 +332,7 @@ class Ledger:
         if total.unpriced:
             lines.append(f"no price for {', '.join(total.unpriced)}: their USD is left out of the sums; add them "
                          "with judge_prices")
+        lines += [f"{label}: {problem}" for label, problem in problems.items()]
         return "\n".join(lines)
 
 

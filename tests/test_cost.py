@@ -378,6 +378,16 @@ def test_ledger_rows_dict_and_table():
     assert len({len(line) for line in table[1:8]}) == 1  # fixed width
 
 
+def test_ledger_never_raises_after_the_calls_were_paid():
+    ledger = cost.Ledger()
+    bad = em_settings(model="gpt-4o", prices='{"gpt-4o": {"input": 1}}')  # lacks output
+    row = ledger.record("t", bad, requests=2, calls=2, usage={"prompt_tokens": 100, "completion_tokens": 10})
+    assert row.usd is None and row.prompt_tokens == 100
+    d = ledger.as_dict()
+    assert "lacks output" in d["price_errors"]["openai:gpt-4o"] and d["unpriced"] == ["openai:gpt-4o"]
+    assert "lacks output" in ledger.table().splitlines()[-1]
+
+
 def test_ledger_accumulates_across_threads():
     ledger = cost.Ledger()
     s = em_settings(model="gpt-4o-mini")
