@@ -7,9 +7,9 @@ Estimate (before any call, from the rendered requests; nothing is sent):
 * completion tokens (expected) = a typical verdict (``REPLY_TOKENS``: the
   contracts ask for two or four short lines) + the thinking a reasoning judge is
   expected to spend (``expected_thinking``), at most ``max_tokens``. The typical
-  size, not ``max_tokens``, is the expectation because the contract is short and
-  replies that hit the cap are refused, not billed as verdicts; ``max_tokens``
-  per call gives the ceiling (``usd_max``), the most the calls can be billed.
+  size, not ``max_tokens``, is the expectation because the contract is short and a
+  reply that runs into the cap is rare (it is billed, and refused as a verdict);
+  ``max_tokens`` per call gives the ceiling (``usd_max``), the most one ask can be billed.
 * batch mode is priced at the batch rates; prompt-cache discounts are ignored
   (judge prompts are mostly distinct), so the estimate errs high there.
 
@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import prices
+from .config import is_reasoning_model
 from .errors import ConfigError, JudgeRunError
 from .token_rules import media_tokens, prompt_tokens  # noqa: F401 - part of this module's API
 from .types import JudgeRequest
@@ -85,7 +86,7 @@ def estimate(requests: Iterable[JudgeRequest], settings: Any, *, judge: str | No
         if local:
             continue
         tokens = prompt_tokens(request, settings.backend)
-        reply = min(settings.max_tokens, REPLY_TOKENS[judge or contract_of(request)] + thinking)
+        reply = min(settings.max_tokens, REPLY_TOKENS.get(judge or contract_of(request), REPLY_TOKENS['vlm']) + thinking)
         prompt, completion = prompt + tokens, completion + reply
         rates = price.rates(batch, tokens) if price is not None else None
         if rates is None:
@@ -124,8 +125,6 @@ def combine(estimates: Sequence[Estimate], task: str = "all tasks") -> Estimate:
 
 def expected_thinking(settings: Any) -> int:
     """Thinking tokens a judge is expected to spend per call (0 for judges that do not think)."""
-    from .config import is_reasoning_model  # config imports nothing heavy; kept local to keep this module light
-
     model = prices.normalise(settings.model)
     if settings.backend == "gemini":
         budget = getattr(settings, "thinking_budget", None)
