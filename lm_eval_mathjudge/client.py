@@ -3,7 +3,10 @@
 ``JudgeClient.judge_all`` takes every request of a task at once, removes
 duplicates, answers what it can from the cache, sends the rest through a
 bounded thread pool (optionally rate limited) and returns one ``Outcome`` per
-request, in input order. Per request:
+request, in input order. It is three public pieces, which ``run.py`` also uses
+to put the requests of several clients (every task of a run) into one pool:
+``prepare`` (keys, dedup, counts, the batch pre-fill), ``judge_one`` (one
+unique request) and ``finish`` (failure counts). Per request:
 
     if cache[key(ask)] parses for ask 0 or 1:  -> verdict, no call
     if both asks are cached and off-contract:  -> failure "unparseable", no call

@@ -7,7 +7,8 @@ slowest call before the next task's first call. So the first judged task's
 ``apply_filters`` judges every pending task here: each task's filters run, its
 requests are keyed, and the unique requests of all tasks (several
 ``JudgeClient``s, possibly different backends) go through ONE
-``pool.run_bounded`` with one progress bar. Each task's own ``apply_filters``
+``pool.run_bounded`` with one progress bar, the next request always from the task
+with the most work left (``Schedule``). Each task's own ``apply_filters``
 then only reads its outcomes back (``JudgedTask._finish_job``), so scores,
 samples files, ``judge_failed``, per-task stats and a transport failure stay
 per task: a task raises for its own samples only, when lm-eval reaches it.
@@ -26,12 +27,14 @@ judged by a panel or a cascade keeps its own path (``judge_all`` in its own
 from __future__ import annotations
 
 import dataclasses
-import itertools
+import functools
 import logging
 import os
 import sys
 import threading
+import time
 import weakref
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
@@ -120,42 +123,71 @@ def pending(first: Any) -> list[Any]:
 
 
 def judge(jobs: Sequence[Job], desc: str, progress: bool = True) -> None:
-    """Judge every job's unique requests through one bounded pool; outcomes land in each job."""
-    items = list(_interleave([[(job, key) for key in job.first_slot] for job in jobs]))
+    """Judge every job's unique requests through one bounded pool; outcomes land in each job.
+
+    The pool runs one slot per unique request; each slot takes the next request from ``Schedule``
+    when a worker is free, so the order adapts to how long each task's calls take.
+    """
+    schedule = Schedule(jobs)
     concurrency = max((job.client.concurrency for job in jobs), default=1)
 
-    def one(item: tuple[Job, str]) -> Outcome | None:
-        job, key = item
+    def one(_slot: int) -> None:
+        job, key = schedule.next()
         if job.error is not None:
-            return None
+            return
+        started = time.monotonic()
         try:
             request = job.render(job.first_slot[key])
-            if isinstance(request, Outcome):  # rendered differently the second time (a file changed)
-                return request
-            return job.client.judge_one(key, request)
+            # Rendered differently the second time (a media file changed meanwhile): that outcome stands.
+            outcome = request if isinstance(request, Outcome) else job.client.judge_one(key, request)
         except Exception as exc:  # noqa: BLE001 - this task fails alone, when lm-eval reaches it
             log.debug("%s: judging failed", job.name, exc_info=True)
             job.error = job.error or exc
-            return None
+            return
+        schedule.done(job, time.monotonic() - started)
+        job.outcomes[key] = outcome  # one writer per key: each key is handed out once
 
     def on_bar(bar: Any) -> None:
         for job in jobs:
             job.client.set_bar(bar)
 
-    done = run_bounded(items, one, concurrency=concurrency, desc=desc, progress=progress, on_bar=on_bar)
-    for (job, key), outcome in zip(items, done):
-        if outcome is not None:
-            job.outcomes[key] = outcome
+    run_bounded(range(schedule.total), one, concurrency=concurrency, desc=desc, progress=progress, on_bar=on_bar)
     for job in jobs:
         job.client.set_bar(None)
         job.client.finish(job.outcomes.values())
 
 
-def _interleave(lists: Sequence[Sequence[Any]]) -> Iterator[Any]:
-    """Round robin over the tasks, so one slow task's calls spread over the whole pass."""
-    marker = object()
-    for row in itertools.zip_longest(*lists, fillvalue=marker):
-        yield from (x for x in row if x is not marker)
+class Schedule:
+    """Hands out the run's requests, next from the task with the most work left.
+
+    Work left = requests left x that task's mean call time so far (the mean over every task
+    before it has its own, 1 s before any call). A task whose calls are slow is started early
+    instead of stretching the end of the pass; equal tasks are taken in turn.
+    """
+
+    def __init__(self, jobs: Sequence[Job]):
+        self._left = [(job, deque(job.first_slot)) for job in jobs]
+        self._time = {id(job): [0.0, 0] for job in jobs}  # seconds spent, calls timed
+        self._lock = threading.Lock()
+        self.total = sum(len(keys) for _, keys in self._left)
+
+    def next(self) -> tuple[Job, str]:
+        with self._lock:
+            spent = sum(t for t, _ in self._time.values())
+            timed = sum(n for _, n in self._time.values())
+            default = spent / timed if timed else 1.0
+
+            def work(entry: tuple[Job, deque]) -> float:
+                seconds, n = self._time[id(entry[0])]
+                return len(entry[1]) * (seconds / n if n else default)
+            job, keys = max((e for e in self._left if e[1]), key=work)
+            return job, keys.popleft()
+
+    def done(self, job: Job, seconds: float) -> None:
+        with self._lock:
+            record = self._time[id(job)]
+            record[0] += seconds
+            record[1] += 1
 
 
 def failure_message(job: Job) -> str:
@@ -216,14 +248,11 @@ def check_spend(parts: Sequence[Part], cache_dir: str) -> None:
         return
     estimates = [_estimate(part) for part in parts]
     total = cost.combine(estimates)
+    print(cost.format_estimates(estimates), file=sys.stderr, flush=True)
+    saved = functools.partial(recovery.keep_generations, cache_dir)  # only called when the run stops
     if dry:
-        print(cost.format_estimates(estimates), file=sys.stderr, flush=True)
-        raise cost.dry_run_stop(total, settings, saved=recovery.keep_generations(cache_dir))
-    try:
-        cost.check_budget(total, settings)
-    except cost.BudgetExceeded as exc:
-        print(cost.format_estimates(estimates), file=sys.stderr, flush=True)
-        raise cost.BudgetExceeded(f"{exc} {recovery.keep_generations(cache_dir)}", exc.estimate, exc.budget) from None
+        raise cost.dry_run_stop(total, settings, saved=saved)
+    cost.check_budget(total, settings, saved=saved)
 
 
 def _estimate(part: Part) -> "cost.Estimate":

@@ -239,5 +239,17 @@ def test_task_by_task_switch(monkeypatch):
     assert run.pending(a) == [a]
 
 
-def test_interleave_spreads_each_task_over_the_pass():
-    assert list(run._interleave([[1, 2, 3], ["a"], [10, 20]])) == [1, "a", 10, 2, 20, 3]
+def test_the_schedule_takes_tasks_in_turn_then_the_slow_one_first():
+    clock = Clock()
+    backend = Backend("em-judge", clock, em_reply)
+    fast, slow = (job(name, client(backend), responses(name, 6)) for name in ("fast", "slow"))
+    schedule = run.Schedule([fast, slow])
+    assert schedule.total == 12
+    picks = [schedule.next()[0].name for _ in range(4)]
+    assert picks == ["fast", "slow", "fast", "slow"]  # equal work left: in turn
+    schedule.done(fast, 0.1)
+    schedule.done(slow, 2.0)
+    assert [schedule.next()[0].name for _ in range(4)] == ["slow"] * 4  # 4 x 2 s left beats 4 x 0.1 s
+    assert [schedule.next()[0].name for _ in range(4)] == ["fast"] * 4
+    with pytest.raises(ValueError):
+        schedule.next()  # every request was handed out once
