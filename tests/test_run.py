@@ -253,3 +253,28 @@ def test_the_schedule_takes_tasks_in_turn_then_the_slow_one_first():
     assert [schedule.next()[0].name for _ in range(4)] == ["fast"] * 4
     with pytest.raises(ValueError):
         schedule.next()  # every request was handed out once
+
+
+@pytest.mark.parametrize("settings, raised, words", [
+    ({"dry_run": True}, "DryRunDone", "dry run (judge_dry_run=true): nothing was sent to any judge"),
+    ({"budget_usd": 1e-9}, "BudgetExceeded", "the judge estimate is above judge_budget_usd=1e-09"),
+])
+def test_dry_run_and_budget_stop_before_any_call_and_count_the_whole_run(tmp_path, settings, raised, words):
+    """Two tasks (as a panel's members are two parts too): the estimate covers both, nothing is sent."""
+    clock, renders = Clock(), []
+    backend = Backend("gpt-4o", clock, em_reply)
+    jobs = [job(name, client(backend, **settings), responses(name, 5), renders) for name in ("a", "b")]
+    with pytest.raises(Exception) as caught:
+        run.check_spend(run.parts_of(jobs), str(tmp_path))
+    assert type(caught.value).__name__ == raised
+    text = str(caught.value)
+    assert words in text and "10 judge call(s)" in text
+    assert backend.calls == []
+
+
+def test_without_dry_run_or_budget_nothing_is_estimated(tmp_path):
+    renders = []
+    jobs = [job("a", client(Backend("gpt-4o", Clock(), em_reply)), responses("a", 5), renders)]
+    renders.clear()
+    run.check_spend(run.parts_of(jobs), str(tmp_path))
+    assert renders == []  # no request rendered for an estimate nobody asked for
