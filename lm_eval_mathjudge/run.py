@@ -110,6 +110,11 @@ class Job:
         key = self.keys[slot]
         return self.skipped[slot] if key is None else self.outcomes[key]
 
+    def failed(self) -> int:
+        """Samples without a verdict so far (a task that broke off counts what it has)."""
+        judged = (self.skipped.get(i) if key is None else self.outcomes.get(key) for i, key in enumerate(self.keys))
+        return sum(1 for outcome in judged if outcome is not None and outcome.failure)
+
 
 def pending(first: Any) -> list[Any]:
     """The tasks the pass started by ``first`` judges (``first`` included), claimed once."""
@@ -194,8 +199,6 @@ def failure_message(job: Job) -> str:
     return f"{job.name}: judging failed: {redact(clean_text(str(job.error)))}."
 
 
-
-
 def run_pass(first: Any) -> None:
     """Judge ``first`` and every other pending task in one pool; each task keeps its ``Job``.
 
@@ -272,8 +275,7 @@ def summarise(jobs: Sequence[Job]) -> None:
     """One cost table for the run; each job gets its task's block and the run's totals."""
     ledger = cost.Ledger()
     for job in jobs:
-        failed = sum(1 for i in range(len(job.keys)) if job.outcome(i).failure)
-        ledger.record_stats(job.name, job.client.settings, job.client.stats, failed=failed)
+        ledger.record_stats(job.name, job.client.settings, job.client.stats, failed=job.failed())
     print(ledger.table(), file=sys.stderr, flush=True)
     run_block = ledger.as_dict()
     run_block = {**{k: v for k, v in run_block.items() if k != "tasks"}, "tasks": list(run_block["tasks"])}

@@ -177,6 +177,8 @@ def test_an_unexpected_error_stays_with_its_task():
     assert isinstance(bad.error, KeyError)
     assert "a_gpt4em: judging failed" in run.failure_message(bad)
     assert good.error is None and len(good.outcomes) == 6
+    run.summarise([bad, good])  # the run's cost table still adds up what was paid
+    assert good.cost["cost"]["calls"] == 6 and good.cost["run_cost"]["total"]["calls"] == len(backend.calls)
 
 
 def test_transient_failures_are_outcomes_of_their_own_task():
