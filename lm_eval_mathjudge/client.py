@@ -3,7 +3,10 @@
 ``JudgeClient.judge_all`` takes every request of a task at once, removes
 duplicates, answers what it can from the cache, sends the rest through a
 bounded thread pool (optionally rate limited) and returns one ``Outcome`` per
-request, in input order. Per request:
+request, in input order. It is three public pieces, which ``run.py`` also uses
+to put the requests of several clients (every task of a run) into one pool:
+``prepare`` (keys, dedup, counts, the batch pre-fill), ``judge_one`` (one
+unique request) and ``finish`` (failure counts). Per request:
 
     if cache[key(ask)] parses for ask 0 or 1:  -> verdict, no call
     if both asks are cached and off-contract:  -> failure "unparseable", no call
@@ -32,7 +35,7 @@ import sqlite3
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from .cache import ReplyCache, request_key
 from .config import JudgeSettings
@@ -131,31 +134,83 @@ class JudgeClient:
         return dict(self._identity)
 
     def judge_all(self, requests: Sequence[JudgeRequest], desc: str = "judging") -> list[Outcome]:
-        keys = [request_key({**self._identity, **r.key_payload()}) for r in requests]
-        unique = dict(zip(keys, requests))
-        self.stats.requests += len(requests)
-        self.stats.unique += len(unique)
-        items = list(unique.items())
-        if self._settings.mode == "batch":  # a cache pre-fill: the online pass below then finds cache hits
-            from .batch import prefill  # lazy: online runs never load the batch package
-
-            self._settled = prefill(self, items).settled
-        done = run_bounded(items, lambda item: self._judge_one(*item), concurrency=self._settings.concurrency,
-                           desc=desc, progress=self._progress, on_bar=self._set_bar)
-        self._bar = None
+        """One outcome per request, in input order: prepare, judge each unique request, finish."""
+        keys, items = self.prepare(requests)
+        done = run_bounded(items, lambda item: self.judge_one(*item), concurrency=self._settings.concurrency,
+                           desc=desc, progress=self._progress, on_bar=self.set_bar)
+        self.set_bar(None)
         results: dict[str, Outcome] = {key: outcome for (key, _), outcome in zip(items, done)}
-        for outcome in results.values():
-            if outcome.failure:
-                self.stats.failures[outcome.failure] += 1
+        self.finish(results.values())
         return [results[k] for k in keys]
 
-    def _set_bar(self, bar: Any) -> None:
+    # The three pieces of judge_all, public so run.py can mix several clients in one pool.
+    def key(self, request: JudgeRequest) -> str:
+        """The cache key of a request's first ask (the judge identity and everything sent)."""
+        return request_key({**self._identity, **request.key_payload()})
+
+    def prepare(self, requests: Sequence[JudgeRequest]) -> tuple[list[str], list[tuple[str, JudgeRequest]]]:
+        """(key per request, unique (key, request) items): counted, and pre-filled in batch mode."""
+        keys = [self.key(r) for r in requests]
+        unique = dict(zip(keys, requests))
+        self.count_requests(len(keys), len(unique))
+        items = list(unique.items())
+        self.prefill(items)
+        return keys, items
+
+    def count_requests(self, requests: int, unique: int) -> None:
+        with self._lock:
+            self.stats.requests += requests
+            self.stats.unique += unique
+
+    def prefill(self, items: Sequence[tuple[str, JudgeRequest]]) -> None:
+        """Batch mode: the provider's batch API fills the cache before the online pass."""
+        if self.batch_mode:
+            from .batch import prefill  # lazy: online runs never load the batch package
+
+            self._settled.update(prefill(self, items).settled)
+
+    def finish(self, outcomes: Iterable[Outcome]) -> None:
+        """Count the failures of the unique requests judged (one per unique request)."""
+        with self._lock:
+            for outcome in outcomes:
+                if outcome.failure:
+                    self.stats.failures[outcome.failure] += 1
+
+    @property
+    def batch_mode(self) -> bool:
+        return getattr(self._settings, "mode", "online") == "batch"
+
+    @property
+    def settings(self) -> JudgeSettings:
+        return self._settings
+
+    @property
+    def concurrency(self) -> int:
+        return self._settings.concurrency
+
+    def set_bar(self, bar: Any) -> None:
+        """The progress bar retries are summarised on (None when the pass is over)."""
         self._bar = bar
 
-    def _judge_one(self, key: str, request: JudgeRequest) -> Outcome:
+    def settled(self, key: str) -> bool:
+        """True when judging ``key`` would make no call (the cache already decides it)."""
+        if key in self._settled:
+            return True
+        if self._cache is None:
+            return False
+        stored = [self._cache.get(k) for k in self._ask_keys(key)]
+        return all(r is not None for r in stored) or any(
+            r is not None and self._try_parse(r.text)[0] is not None for r in stored)
+
+    @staticmethod
+    def _ask_keys(key: str) -> list[str]:
+        return [key] + [f"{key}:ask{ask}" for ask in range(1, PARSE_ASKS)]
+
+    def judge_one(self, key: str, request: JudgeRequest) -> Outcome:
+        """Judge one unique request: cache first, then calls (one re-ask after an off-contract reply)."""
         if key in self._settled:  # batch mode: a refusal, or a failure batch_fallback=fail counts
             return outcome_from_error(self._settled[key])
-        keys = [key] + [f"{key}:ask{ask}" for ask in range(1, PARSE_ASKS)]
+        keys = self._ask_keys(key)
         stored = [self._cache.get(k) if self._cache is not None else None for k in keys]
         parsed = [self._try_parse(reply.text) if reply is not None else (None, None) for reply in stored]
         for reply, (verdict, _) in zip(stored, parsed):  # any reply already paid for that parses wins

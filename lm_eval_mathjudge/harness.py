@@ -26,7 +26,7 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from . import backends, cascade, compat, data, generators, prompts, recovery
+from . import backends, cascade, compat, cost, data, generators, prompts, recovery, run
 from .cache import ReplyCache
 from .client import JudgeClient, outcome_from_error, preflight_once
 from .compat import TaskBase
@@ -66,6 +66,8 @@ class JudgedTask(TaskBase):
         self._scores: dict[str, dict[str, float]] = {}
         self._client: JudgeClient | None = None
         self._fatal = None
+        self._job: run.Job | None = None  # this task's share of the run's judge pass (run.py)
+        self._members_open: list[JudgeClient] = []
         register_metrics()
         if int(config.get("repeats") or 1) > 1:
             raise ConfigError(f"task {config.get('task')}: repeats > 1 is not supported by judged tasks (only one "
@@ -98,18 +100,22 @@ class JudgedTask(TaskBase):
             self._open_judge()
         super().build_all_requests(**kwargs)
         recovery.track(self)
+        if not self._bypassed():
+            run.register(self)
 
     def apply_filters(self):
-        for inst in self._instances:  # invalid Unicode in one response must not break the task or lm-eval's files
-            if inst.resps:
-                inst.resps = [clean_text(r) if isinstance(r, str) else r for r in inst.resps]
-        result = super().apply_filters()
+        result = self._filter()
         self._note_generator()
         if self._bypassed():
             return result
         try:
-            self._judge_instances()
-        except JudgeRunError:
+            if self._job is None and self._joins_run():
+                run.run_pass(self)  # judges this task and every other pending judged task in one pool
+            if self._job is not None:
+                self._finish_job()
+            else:  # a panel or a cascade: its own judge_all
+                self._judge_instances()
+        except (JudgeRunError, cost.BudgetExceeded):  # their messages already say where the generations are
             raise
         except Exception as exc:  # anything else: say what happened and keep the generations
             raise JudgeRunError(f"{self.config.task}: judging failed: {redact(clean_text(str(exc)))}. "
@@ -124,6 +130,50 @@ class JudgedTask(TaskBase):
         return self._scores[results[0]]
 
     # ------------------------------------------------------------------ judging
+    def _filter(self):
+        for inst in self._instances:  # invalid Unicode in one response must not break the task or lm-eval's files
+            if inst.resps:
+                inst.resps = [clean_text(r) if isinstance(r, str) else r for r in inst.resps]
+        return super().apply_filters()
+
+    def _joins_run(self) -> bool:
+        """Judged by the run's one pool: one plain judge, every response generated, not judged yet."""
+        return (self._job is None and isinstance(self._client, JudgeClient) and not self._bypassed()
+                and bool(self._instances) and all(inst.resps for inst in self._instances))
+
+    def _slots(self) -> list[tuple[Any, str]]:
+        return [(inst, key) for inst in self._instances for key in inst.filtered_resps]
+
+    def _start_job(self) -> run.Job:
+        """Filter this task's responses and key its judge requests (run.py judges them with the others)."""
+        self._filter()
+        slots = self._slots()
+
+        def render(i: int) -> JudgeRequest | Outcome:
+            inst, key = slots[i]
+            return self._build_request(inst.doc, _as_text(inst.filtered_resps[key]))
+
+        return run.Job.build(self.config.task, self._client, len(slots), render)
+
+    def _finish_job(self) -> None:
+        """Write this task's verdicts into its instances and stats; raise for its own failures only."""
+        job, client = self._job, self._client
+        if job.error is not None:
+            raise JudgeRunError(run.failure_message(job) + " "
+                                + recovery.keep_generations(self._settings.resolved_cache_dir())) from job.error
+        slots = self._slots()  # apply_filters ran the filters again: same instances, same order
+        outcomes = [job.outcome(i) for i in range(len(slots))]
+        for (inst, key), outcome in zip(slots, outcomes):
+            response = _as_text(inst.filtered_resps[key])
+            record = json.dumps(self._record(response, outcome), ensure_ascii=False)
+            self._scores[record] = self._judge.scores(outcome.verdict)
+            inst.filtered_resps[key] = record
+        self._note_stats(client, outcomes, [job.keys[i] is None for i in range(len(slots))])
+        if job.cost is not None:
+            self.config.metadata["judge"].update(job.cost)
+        self._fatal = client.fatal_error
+        self._raise_for_transport_failures(outcomes)
+
     def _bypassed(self) -> bool:
         return self._compat_predict_only()  # --predict_only: no judging at all
 
@@ -156,6 +206,7 @@ class JudgedTask(TaskBase):
             for _, client in clients:
                 client.close()
             raise
+        self._members_open = [client for _, client in clients]
         if self._options.panel:
             self._client = Panel(clients, self._options.panel_rule, self._options.quorum, self._judge.describe)
         elif self._options.cascade:
@@ -180,6 +231,8 @@ class JudgedTask(TaskBase):
         return JudgeClient(backend, self._judge.parse, settings, prompts.load(self._judge.template).version, cache)
 
     def _close_judge(self) -> None:
+        self._members_open = []
+        self._job = None  # its outcomes are in the instances now; the keys can go
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -201,21 +254,29 @@ class JudgedTask(TaskBase):
         client = self._client
         built = [self._build_request(doc, response) for doc, response in pairs]
         todo = [item for item in built if isinstance(item, JudgeRequest)]
+        # Panels and cascades judge on their own path; the dry run and budget still come first (a
+        # cascade's LLM stage is estimated on every request: the most it can be asked).
+        run.check_spend([run.Part(self.config.task, member, lambda m=member: ((m.key(r), r) for r in todo))
+                         for member in self._members_open], self._settings.resolved_cache_dir())
         judged = iter(client.judge_all(todo, desc=f"judging {self.config.task}"))
         outcomes = [next(judged) if isinstance(item, JudgeRequest) else item for item in built]
         extra = iter(getattr(client, "details", None) or [{}] * len(todo))
         details = [next(extra) if isinstance(item, JudgeRequest) else {} for item in built]
+        self._note_stats(client, outcomes, [not isinstance(item, JudgeRequest) for item in built])
+        self._fatal = client.fatal_error
+        return outcomes, details
+
+    def _note_stats(self, client: Any, outcomes: list[Outcome], skipped: list[bool]) -> None:
+        """This task's judge stats in its metadata (failures counted per sample)."""
         stats = client.stats.as_dict()
         stats["failures"] = dict(Counter(o.failure for o in outcomes if o.failure))  # per sample
-        not_generated = Counter(o.failure for item, o in zip(built, outcomes) if not isinstance(item, JudgeRequest))
+        not_generated = Counter(o.failure for o, skip in zip(outcomes, skipped) if skip)
         if not_generated:
             log.warning("%s: %d samples have no media to judge (%s); each counts as judge_failed",
                         self.config.task, sum(not_generated.values()),
                         ", ".join(f"{k}: {n}" for k, n in sorted(not_generated.items())))
         self.config.metadata["judge"]["run"] = stats
         log.info("%s: %s", self.config.task, stats)
-        self._fatal = client.fatal_error
-        return outcomes, details
 
     def _build_request(self, doc: dict, response: str) -> JudgeRequest | Outcome:
         failed = generators.generation_failure(response)

@@ -1,0 +1,142 @@
+"""Memory of the judge stage at N samples: every request built up front vs requests built as a stream.
+
+In-process, with tracemalloc, on real GSM8K docs and real recorded responses (cycled to N, each made
+unique), the real exact-match template and parser, and a JudgeClient over an in-process backend that
+answers at once (no network: this measures what the plugin holds, not the SDK).
+
+- ``upfront``: what the harness did before run.py: build every JudgeRequest, then ``judge_all``;
+- ``stream``: run.py's path: ``Job.build`` keys each request and drops it, ``run.judge`` renders
+  each one again right before its call.
+
+- ``stream, windowed pool (sketch)``: the same, with a run_bounded that keeps at most 4 x workers
+  futures alive (pool.py is helper LIMITS' module; the sketch lives here, to size the change).
+
+All keep one Outcome per unique request (the verdicts the samples file needs). Reported: the peak
+traced memory above the docs and responses, in KiB per sample, and the wall time.
+
+    python bench/run_memory.py --n 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import REPLAY_FILE, REPO, read_jsonl  # noqa: E402
+
+from lm_eval_mathjudge import run  # noqa: E402
+from lm_eval_mathjudge.cache import Reply  # noqa: E402
+from lm_eval_mathjudge.client import JudgeClient  # noqa: E402
+from lm_eval_mathjudge.config import JudgeSettings  # noqa: E402
+from lm_eval_mathjudge.data import gsm8k_answer  # noqa: E402
+from lm_eval_mathjudge.judges import EXACT_MATCH  # noqa: E402
+from lm_eval_mathjudge import prompts  # noqa: E402
+
+VERDICT = "Error Analysis: the final answers agree.\nFinal Verdict: Correct"
+
+
+class Instant:
+    def identity(self):
+        return {"backend": "bench", "model": "instant"}
+
+    def complete(self, request):
+        return Reply(text=VERDICT, usage={"prompt_tokens": len(request.prompt) // 4, "completion_tokens": 12})
+
+    def close(self):
+        pass
+
+
+def samples(data_dir: Path, n: int) -> list[tuple[dict, str]]:
+    rows = list(read_jsonl(data_dir / "gsm8k" / "test.jsonl"))
+    responses = [r.get("response") or r.get("output") or "" for r in read_jsonl(data_dir / REPLAY_FILE)]
+    out = []
+    for i in range(n):
+        row = rows[i % len(rows)]
+        doc = {"mj_question": row["question"], "mj_reference": row["answer"], "mj_answer": gsm8k_answer(row["answer"])}
+        out.append((doc, f"{responses[i % len(responses)]}\n(sample {i})"))
+    return out
+
+
+def client(concurrency: int) -> JudgeClient:
+    settings = JudgeSettings(backend="openai", model="instant", concurrency=concurrency, cache=False)
+    return JudgeClient(Instant(), EXACT_MATCH.parse, settings, prompts.load(EXACT_MATCH.template).version, None,
+                       progress=False)
+
+
+def upfront(pairs, concurrency):
+    requests = [EXACT_MATCH.request(doc, response) for doc, response in pairs]
+    return client(concurrency).judge_all(requests)
+
+
+def stream(pairs, concurrency):
+    job = run.Job.build("gsm8k_gpt4em", client(concurrency), len(pairs),
+                        lambda i: EXACT_MATCH.request(*pairs[i]))
+    run.judge([job], "judging", progress=False)
+    return [job.outcome(i) for i in range(len(pairs))]
+
+
+def windowed_run_bounded(items, fn, *, concurrency, desc, progress=True, unit="req", thread_name="mathjudge",
+                         on_bar=None):
+    """A sketch of pool.run_bounded (helper LIMITS' module) that keeps at most 4 x workers futures alive."""
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    results = [None] * len(items)
+    workers = max(1, min(concurrency, len(items)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=thread_name) as pool:
+        todo, live = iter(enumerate(items)), {}
+        for i, item in todo:
+            live[pool.submit(fn, item)] = i
+            while len(live) >= 4 * workers:
+                done, _ = wait(live, return_when=FIRST_COMPLETED)
+                for future in done:
+                    results[live.pop(future)] = future.result()
+        for future in list(live):
+            results[live.pop(future)] = future.result()
+    return results
+
+
+def stream_windowed(pairs, concurrency):
+    real = run.run_bounded
+    run.run_bounded = windowed_run_bounded
+    try:
+        return stream(pairs, concurrency)
+    finally:
+        run.run_bounded = real
+
+
+def measure(name, fn, pairs, concurrency) -> dict:
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    started = time.perf_counter()
+    outcomes = fn(pairs, concurrency)
+    wall = time.perf_counter() - started
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert len(outcomes) == len(pairs) and all(o.verdict is not None for o in outcomes)
+    n = len(pairs)
+    return {"path": name, "n": n, "peak_kib_per_sample": round((peak - base) / 1024 / n, 2),
+            "kept_kib_per_sample": round((current - base) / 1024 / n, 2), "wall_s": round(wall, 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=10000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    args = parser.parse_args()
+    pairs = samples(args.data_dir.resolve(), args.n)
+    paths = (("upfront", upfront), ("stream", stream), ("stream, windowed pool (sketch)", stream_windowed))
+    rows = [measure(name, fn, pairs, args.concurrency) for name, fn in paths]
+    print(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""run.py at our own seam: real JudgeClients (real parsers, real cache) over fake in-process backends.
+
+The end-to-end proof through the lm_eval CLI is tests/test_run_e2e.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from typing import Any, Callable
+
+import pytest
+
+from lm_eval_mathjudge import client as client_module
+from lm_eval_mathjudge import run
+from lm_eval_mathjudge.cache import Reply, ReplyCache
+from lm_eval_mathjudge.client import JudgeClient
+from lm_eval_mathjudge.config import JudgeSettings
+from lm_eval_mathjudge.errors import FatalJudgeError, TransientJudgeError
+from lm_eval_mathjudge.parsing import parse_exact_match, parse_vlm
+from lm_eval_mathjudge.retry import RetryPolicy
+from lm_eval_mathjudge.types import JudgeRequest, Outcome
+from tests._helpers import REPLY_CORRECT, REPLY_INCORRECT
+
+VLM_REPLY = ("INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nACTION_REFLECTION: 0\n"
+             "EXPLANATION: The final answer 18 matches the official one.")
+
+
+class Clock:
+    """In-flight bookkeeping shared by every fake backend of a test (one pool or several?)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.in_flight: dict[str, int] = {}
+        self.overlap: set[frozenset[str]] = set()  # sets of backends seen in flight together
+        self.max_total = 0
+
+    def enter(self, name: str) -> None:
+        with self.lock:
+            self.in_flight[name] = self.in_flight.get(name, 0) + 1
+            live = frozenset(n for n, c in self.in_flight.items() if c)
+            self.overlap.add(live)
+            self.max_total = max(self.max_total, sum(self.in_flight.values()))
+
+    def leave(self, name: str) -> None:
+        with self.lock:
+            self.in_flight[name] -= 1
+
+
+class Backend:
+    def __init__(self, name: str, clock: Clock, reply: Callable[[JudgeRequest], str], delay: float = 0.02):
+        self.name, self.clock, self.reply, self.delay = name, clock, reply, delay
+        self.calls: list[str] = []
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": "fake", "model": self.name}
+
+    def complete(self, request: JudgeRequest) -> Reply:
+        self.clock.enter(self.name)
+        try:
+            time.sleep(self.delay)
+            self.calls.append(request.prompt)
+            return Reply(text=self.reply(request), usage={"prompt_tokens": 50, "completion_tokens": 10})
+        finally:
+            self.clock.leave(self.name)
+
+    def close(self) -> None:
+        pass
+
+
+def em_reply(request: JudgeRequest) -> str:
+    return REPLY_CORRECT if request.prompt.endswith("answer 18") else REPLY_INCORRECT
+
+
+def client(backend: Backend, parse=parse_exact_match, cache: ReplyCache | None = None, **settings) -> JudgeClient:
+    config = JudgeSettings(**{"backend": "openai", "model": backend.name, "concurrency": 4, **settings})
+    return JudgeClient(backend, parse, config, "test@0", cache, progress=False)
+
+
+@pytest.fixture(autouse=True)
+def fast_retries(monkeypatch):
+    monkeypatch.setattr(client_module, "RetryPolicy", functools.partial(RetryPolicy, base_delay=0.001))
+
+
+def responses(task: str, n: int, *, duplicate_every: int = 0) -> list[str]:
+    """Responses of one task: odd ones right (18); every ``duplicate_every``-th repeats the one before."""
+    out = []
+    for i in range(n):
+        if duplicate_every and i and i % duplicate_every == 0:
+            out.append(out[-1])
+        else:
+            out.append(f"{task} doc {i}: answer {18 if i % 2 else 16}")
+    return out
+
+
+def job(name: str, judge: JudgeClient, texts: list[str], renders: list[int] | None = None,
+        skip: set[int] = frozenset()) -> run.Job:
+    def render(i: int) -> JudgeRequest | Outcome:
+        if renders is not None:
+            renders.append(i)
+        if i in skip:
+            return Outcome(failure="no_media", error="the generator made no image")
+        return JudgeRequest(prompt=texts[i])
+    return run.Job.build(name, judge, len(texts), render)
+
+
+def test_tasks_of_different_backends_share_one_pool_and_keep_their_own_outcomes():
+    clock = Clock()
+    em = Backend("em-judge", clock, em_reply)
+    vlm = Backend("vlm-judge", clock, lambda r: VLM_REPLY)
+    jobs = [job("gsm8k_gpt4em", client(em), responses("gsm8k", 12)),
+            job("math500_gpt4em", client(em), responses("math500", 12)),
+            job("gsm8k_vlmjudge", client(vlm, parse=parse_vlm), responses("gsm8k-vlm", 12))]
+    run.judge(jobs, "judging 3 tasks", progress=False)
+
+    assert frozenset({"em-judge", "vlm-judge"}) in clock.overlap  # both backends in flight at once
+    assert clock.max_total == 4  # one limit for the run (not 4 per task: that would reach 12)
+    for j in jobs[:2]:
+        assert [j.outcome(i).verdict.correct for i in range(12)] == [i % 2 == 1 for i in range(12)]
+    assert all(jobs[2].outcome(i).verdict.final_correct == 1 for i in range(12))
+    assert [j.client.stats.calls for j in jobs] == [12, 12, 12]  # each task's stats are its own
+    assert len(em.calls) == 24 and len(vlm.calls) == 12
+
+
+def test_the_pool_is_as_wide_as_the_widest_client():
+    clock = Clock()
+    backend = Backend("em-judge", clock, em_reply, delay=0.05)
+    jobs = [job(f"t{k}", client(backend, concurrency=c), responses(f"t{k}", 10)) for k, c in enumerate((2, 6))]
+    run.judge(jobs, "judging", progress=False)
+    assert clock.max_total == 6
+
+
+def test_requests_are_keyed_once_then_rendered_again_only_for_their_call():
+    clock, renders = Clock(), []
+    texts = responses("gsm8k", 9, duplicate_every=3)  # slots 3 and 6 repeat slots 2 and 5
+    j = job("gsm8k_gpt4em", client(Backend("em-judge", clock, em_reply)), texts, renders, skip={8})
+    assert renders == list(range(9)) and j.keys[8] is None
+    assert (j.client.stats.requests, j.client.stats.unique) == (8, 6)
+    renders.clear()
+    run.judge([j], "judging", progress=False)
+    assert sorted(renders) == [0, 1, 2, 4, 5, 7]  # one render per unique request; no duplicate, no skipped
+    assert j.outcome(3) == j.outcome(2) and j.outcome(8).failure == "no_media"
+
+
+def test_a_task_whose_judge_is_refused_fails_alone():
+    """A fatal error (bad key) of one task's judge aborts that judge's calls only."""
+    clock = Clock()
+
+    def refuse(request):
+        raise FatalJudgeError("401 invalid api key", kind="http_401")
+    bad = Backend("vlm-judge", clock, lambda r: VLM_REPLY)
+    bad.reply = refuse
+    good = Backend("em-judge", clock, em_reply)
+    jobs = [job("a_vlmjudge", client(bad, parse=parse_vlm), responses("a", 8)),
+            job("b_gpt4em", client(good), responses("b", 8))]
+    run.judge(jobs, "judging", progress=False)
+    assert all(jobs[0].outcome(i).transport_failed for i in range(8))
+    assert jobs[0].client.fatal_error is not None and jobs[1].client.fatal_error is None
+    assert [jobs[1].outcome(i).verdict.correct for i in range(8)] == [i % 2 == 1 for i in range(8)]
+
+
+def test_an_unexpected_error_stays_with_its_task():
+    clock = Clock()
+    texts = responses("a", 6)
+
+    def broken(i: int):
+        if i == 3 and renders_seen.count(3):  # keying works; the second render (before the call) breaks
+            raise KeyError("doc field vanished")
+        renders_seen.append(i)
+        return JudgeRequest(prompt=texts[i])
+    renders_seen: list[int] = []
+    backend = Backend("em-judge", clock, em_reply)
+    bad = run.Job.build("a_gpt4em", client(backend), 6, broken)
+    good = job("b_gpt4em", client(backend), responses("b", 6))
+    run.judge([bad, good], "judging", progress=False)
+    assert isinstance(bad.error, KeyError)
+    assert "a_gpt4em: judging failed" in run.failure_message(bad)
+    assert good.error is None and len(good.outcomes) == 6
+    run.summarise([bad, good])  # the run's cost table still adds up what was paid
+    assert good.cost["cost"]["calls"] == 6 and good.cost["run_cost"]["total"]["calls"] == len(backend.calls)
+
+
+def test_transient_failures_are_outcomes_of_their_own_task():
+    clock = Clock()
+
+    def flaky(request):
+        raise TransientJudgeError("503 overloaded", status=503)
+    down = Backend("em-down", clock, em_reply)
+    down.reply = flaky
+    jobs = [job("a", client(down, max_retries=1), responses("a", 3)),
+            job("b", client(Backend("em-up", clock, em_reply)), responses("b", 3))]
+    run.judge(jobs, "judging", progress=False)
+    assert [jobs[0].outcome(i).transport_failed for i in range(3)] == [True] * 3
+    assert not any(jobs[1].outcome(i).failure for i in range(3))
+    assert jobs[0].client.stats.failures and not jobs[1].client.stats.failures
+
+
+def test_cached_requests_are_settled_and_cost_no_call(tmp_path):
+    clock = Clock()
+    cache = ReplyCache(str(tmp_path))
+    try:
+        backend = Backend("em-judge", clock, em_reply)
+        texts = responses("gsm8k", 4)
+        first = job("gsm8k", client(backend, cache=cache), texts)
+        assert not any(first.client.settled(k) for k in first.first_slot)
+        run.judge([first], "judging", progress=False)
+        again = job("gsm8k", client(backend, cache=cache), texts)
+        assert all(again.client.settled(k) for k in again.first_slot)
+        run.judge([again], "judging", progress=False)
+        assert len(backend.calls) == 4 and again.client.stats.cache_hits == 4
+    finally:
+        cache.close()
+
+
+class Task:
+    """The part of JudgedTask that run.pending reads."""
+
+    def __init__(self, joins: bool = True):
+        self.joins = joins
+
+    def _joins_run(self) -> bool:
+        return self.joins
+
+
+def test_pending_claims_every_joining_task_once(monkeypatch):
+    monkeypatch.setattr(run, "_PENDING", [])
+    a, b, c, panel = Task(), Task(), Task(), Task(joins=False)
+    for t in (a, panel, b, c):
+        run.register(t)
+    assert run.pending(b) == [a, b, c]  # lm-eval's order; the panel judges itself
+    assert run.pending(c) == [c]  # already claimed: nobody else is judged twice
+
+
+def test_task_by_task_switch(monkeypatch):
+    monkeypatch.setattr(run, "_PENDING", [])
+    monkeypatch.setenv(run.TASK_BY_TASK_ENV, "1")
+    a, b = Task(), Task()
+    run.register(a)
+    run.register(b)
+    assert run.pending(a) == [a]
+
+
+def test_the_schedule_takes_tasks_in_turn_then_the_slow_one_first():
+    clock = Clock()
+    backend = Backend("em-judge", clock, em_reply)
+    fast, slow = (job(name, client(backend), responses(name, 6)) for name in ("fast", "slow"))
+    schedule = run.Schedule([fast, slow])
+    assert schedule.total == 12
+    picks = [schedule.next()[0].name for _ in range(4)]
+    assert picks == ["fast", "slow", "fast", "slow"]  # equal work left: in turn
+    schedule.done(fast, 0.1)
+    schedule.done(slow, 2.0)
+    assert [schedule.next()[0].name for _ in range(4)] == ["slow"] * 4  # 4 x 2 s left beats 4 x 0.1 s
+    assert [schedule.next()[0].name for _ in range(4)] == ["fast"] * 4
+    with pytest.raises(ValueError):
+        schedule.next()  # every request was handed out once
+
+
+@pytest.mark.parametrize("settings, raised, words", [
+    ({"dry_run": True}, "DryRunDone", "dry run (judge_dry_run=true): nothing was sent to any judge"),
+    ({"budget_usd": 1e-9}, "BudgetExceeded", "the judge estimate is above judge_budget_usd=1e-09"),
+])
+def test_dry_run_and_budget_stop_before_any_call_and_count_the_whole_run(tmp_path, settings, raised, words):
+    """Two tasks (as a panel's members are two parts too): the estimate covers both, nothing is sent."""
+    clock, renders = Clock(), []
+    backend = Backend("gpt-4o", clock, em_reply)
+    jobs = [job(name, client(backend, **settings), responses(name, 5), renders) for name in ("a", "b")]
+    with pytest.raises(Exception) as caught:
+        run.check_spend(run.parts_of(jobs), str(tmp_path))
+    assert type(caught.value).__name__ == raised
+    text = str(caught.value)
+    assert words in text and "10 judge call(s)" in text
+    assert backend.calls == []
+
+
+def test_without_dry_run_or_budget_nothing_is_estimated(tmp_path):
+    renders = []
+    jobs = [job("a", client(Backend("gpt-4o", Clock(), em_reply)), responses("a", 5), renders)]
+    renders.clear()
+    run.check_spend(run.parts_of(jobs), str(tmp_path))
+    assert renders == []  # no request rendered for an estimate nobody asked for

@@ -1,0 +1,147 @@
+"""Whole-run judging through the real lm_eval CLI: one pool for a group, per-task scores unchanged.
+
+Generations are replayed (``mathjudge-replay``) from records built on the real data slices; the
+GPT4-EM judge is a loopback OpenAI server that records which task each request in flight belongs to.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from tests.conftest import DATASETS, read_jsonl
+from tests.e2e import CANARY_KEY, run_lm_eval
+from tests.loopback import ChatCompletionsServer
+
+N = 3  # docs per data set: doc 0 answered wrongly, docs 1 and 2 rightly
+TASKS = [f"{ds}_gpt4em" for ds in DATASETS]
+WRONG = "999999"
+
+
+class InFlight:
+    """A judge that takes ``latency`` seconds per call and notes which data sets are in flight together."""
+
+    def __init__(self, questions: dict[str, str], latency: float):
+        self.questions, self.latency = questions, latency
+        self.lock = threading.Lock()
+        self.live: dict[str, int] = {}
+        self.max_tasks_at_once = 0
+        self.calls: list[str] = []
+
+    def __call__(self, body: dict) -> str:
+        prompt = body["messages"][-1]["content"]
+        dataset = next(ds for q, ds in self.questions.items() if q in prompt)
+        with self.lock:
+            self.calls.append(dataset)
+            self.live[dataset] = self.live.get(dataset, 0) + 1
+            self.max_tasks_at_once = max(self.max_tasks_at_once, sum(1 for n in self.live.values() if n))
+        try:
+            time.sleep(self.latency)
+        finally:
+            with self.lock:
+                self.live[dataset] -= 1
+        student = prompt.split("### Student's solution", 1)[1]
+        right = WRONG not in student
+        return (f"Error Analysis: the student's final answer {'agrees' if right else 'disagrees'} with the "
+                f"reference.\nFinal Verdict: {'Correct' if right else 'Incorrect'}")
+
+
+def _generations(data_dir, path) -> dict[str, str]:
+    """Replay records for every data set; returns question -> data set."""
+    questions = {}
+    with open(path, "w", encoding="utf-8") as fh:
+        for ds in DATASETS:
+            for i, row in enumerate(read_jsonl(data_dir / ds / "test.jsonl")):
+                question = row.get("question") or row["problem"]
+                questions[question] = ds
+                answer = WRONG if i % 3 == 0 else "42"
+                fh.write(json.dumps({"question": question,
+                                     "response": f"Working it out.\nSo the result is {answer}.\n\\boxed{{{answer}}}"})
+                         + "\n")
+    return questions
+
+
+def _run(tmp_path, name: str, generations, judge_url: str, env: dict | None = None, metadata: dict | None = None):
+    meta = {"gpt4em_judge_base_url": judge_url, **(metadata or {})}
+    return run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={generations}",
+                        "--tasks", "mathjudge_gpt4em", "--log_samples", "--metadata", json.dumps(meta)],
+                       {"MATHJUDGE_DATA_DIR": str(tmp_path / "data"), "MATHJUDGE_CACHE_DIR": str(tmp_path / name),
+                        "OPENAI_API_KEY": CANARY_KEY, **(env or {})}, tmp_path / f"out-{name}")
+
+
+def _verdicts(run, task: str) -> list[tuple[int, str]]:
+    return sorted((s["doc_id"], json.dumps(json.loads(s["filtered_resps"][0])["verdict"], sort_keys=True))
+                  for s in run.samples(task))
+
+
+def test_a_group_judges_in_one_pool_with_the_scores_of_a_task_by_task_run(data_slice, tmp_path):
+    data_dir = data_slice(N)
+    generations = tmp_path / "generations.jsonl"
+    questions = _generations(data_dir, generations)
+    judge = InFlight(questions, latency=0.3)
+    with ChatCompletionsServer(judge) as server:
+        whole = _run(tmp_path, "whole", generations, server.url)
+        assert whole.returncode == 0, whole.stderr[-4000:]
+        whole_calls, whole_max = len(judge.calls), judge.max_tasks_at_once
+        judge.calls.clear()
+        judge.max_tasks_at_once = 0
+        by_task = _run(tmp_path, "by-task", generations, server.url, env={"LM_EVAL_MATHJUDGE_TASK_BY_TASK": "1"})
+        assert by_task.returncode == 0, by_task.stderr[-4000:]
+
+    assert whole_calls == len(judge.calls) == 5 * N
+    assert whole_max >= 2, "requests of several tasks were never in flight at once"
+    assert judge.max_tasks_at_once == 1  # the before: each task alone
+    assert whole.stderr.count("judging 5 tasks") >= 1 and "judging gsm8k_gpt4em" in by_task.stderr
+
+    results, baseline = whole.results(), by_task.results()
+    for task in TASKS:
+        assert results["results"][task]["gpt4_exact_match,none"] == pytest.approx(2 / 3), task
+        for metric in ("gpt4_exact_match,none", "gpt4_exact_match_stderr,none", "judge_failed,none"):
+            assert results["results"][task][metric] == baseline["results"][task][metric], (task, metric)
+        assert _verdicts(whole, task) == _verdicts(by_task, task)
+        judge_meta = results["configs"][task]["metadata"]["judge"]
+        assert judge_meta["run"]["requests"] == N and judge_meta["run"]["judge_calls"] == N  # its own stats
+        assert judge_meta["cost"]["calls"] == N and judge_meta["cost"]["requests"] == N
+        assert judge_meta["run_cost"]["total"]["calls"] == 5 * N and len(judge_meta["run_cost"]["tasks"]) == 5
+    assert results["results"]["mathjudge_gpt4em"]["gpt4_exact_match,none"] == pytest.approx(2 / 3)
+    assert whole.stderr.count("judge cost (USD") == 1  # one table for the run
+    assert CANARY_KEY not in whole.stdout + whole.stderr
+
+
+@pytest.mark.parametrize("metadata, words", [
+    ({"judge_dry_run": True}, "dry run (judge_dry_run=true): nothing was sent to any judge"),
+    ({"judge_budget_usd": 0.000001}, "the judge estimate is above judge_budget_usd=1e-06"),
+])
+def test_dry_run_and_budget_stop_before_any_judge_call(data_slice, tmp_path, metadata, words):
+    data_dir = data_slice(N)
+    generations = tmp_path / "generations.jsonl"
+    judge = InFlight(_generations(data_dir, generations), latency=0.0)
+    with ChatCompletionsServer(judge) as server:
+        stopped = _run(tmp_path, "cache", generations, server.url, metadata=metadata)
+    assert stopped.returncode != 0
+    assert judge.calls == [] and server.call_count == 0  # no judge call reached the server
+    text = " ".join(stopped.stderr.split())
+    assert words in text
+    assert f"{5 * N} judge call(s)" in text  # the estimate covers the whole run, not the first task
+    saved = next((tmp_path / "cache" / "generations").glob("generations-*.jsonl"))
+    assert str(saved) in text and "--model mathjudge-replay" in text
+    rows = [json.loads(line) for line in saved.read_text().splitlines()]
+    assert {r["task"] for r in rows} == set(TASKS) and len(rows) == 5 * N
+    assert "judge cost estimate" in stopped.stderr  # the per-task table
+
+
+def test_a_cached_rerun_estimates_nothing_to_pay(data_slice, tmp_path):
+    """After a real run, a dry run of the same command counts every request as answered by the cache."""
+    data_dir = data_slice(N)
+    generations = tmp_path / "generations.jsonl"
+    judge = InFlight(_generations(data_dir, generations), latency=0.0)
+    with ChatCompletionsServer(judge) as server:
+        first = _run(tmp_path, "cache", generations, server.url)
+        assert first.returncode == 0, first.stderr[-4000:]
+        dry = _run(tmp_path, "cache", generations, server.url, metadata={"judge_dry_run": True})
+    text = " ".join(dry.stderr.split())
+    assert "0 judge call(s) (15 more answered by the cache, free)" in text, text[-3000:]
+    assert len(judge.calls) == 5 * N
