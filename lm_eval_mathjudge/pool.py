@@ -66,7 +66,8 @@ class RateLimiter:
 # Without it, jitter alone draws 429s at a limit set exactly at the provider's.
 WINDOW_MARGIN = 0.02
 TPM_WINDOW = 10.0  # seconds: tpm/6 tokens per 10 s, so no minute ever holds more than tpm
-GATE_DECREASE = 0.5  # the gate's cap after a 429, as a fraction of the cap before it
+GATE_DECREASE = 0.7  # the gate's cap after a 429, as a fraction of the cap before it (gentler than TCP's 0.5:
+# a provider's limit is a rate, so a deep cut leaves it idle; bench/rate_limit.py)
 CHARS_PER_TOKEN = 4.0  # rough English/LaTeX average; the reply's usage corrects it
 MEDIA_TOKENS = 1000  # an attachment's guess (an image is ~260-1,100 tokens); corrected likewise
 
@@ -113,20 +114,24 @@ class WindowLimiter:
             while log and log[0].time <= now - self.window:
                 log.pop(0)
             start = max(now, log[-1].time) if log else now  # in order: after every earlier reservation
+            first = 0  # log[first:] is inside the window ending at `start`; by index, not by float compare
+            while first < len(log) and log[first].time + self.window <= start:
+                first += 1
             while True:
-                inside = [e for e in log if e.time > start - self.window]
-                used = sum(e.weight for e in inside)
+                used = sum(e.weight for e in log[first:])
                 if used <= 0 or used + weight <= self.capacity * (1 + 1e-9):
                     break
                 # Start when enough of the oldest reservations have left the window (all of them
                 # for an item heavier than the capacity).
                 need, freed = used + weight - self.capacity, 0.0
-                start = inside[-1].time + self.window
-                for e in inside:
-                    freed += e.weight
-                    if freed >= need:
-                        start = e.time + self.window
+                while first < len(log):
+                    freed += log[first].weight
+                    first += 1
+                    if freed >= need * (1 - 1e-9):
                         break
+                start = max(start, log[first - 1].time + self.window)
+                while first < len(log) and log[first].time + self.window <= start:
+                    first += 1
             entry = _Entry(start, weight)
             log.append(entry)
         if start > now:
@@ -150,10 +155,12 @@ class WindowLimiter:
 class AdaptiveGate:
     """Caps the attempts in flight for one backend; with ``adaptive``, lowers the cap on 429s.
 
-    Multiplicative decrease (``GATE_DECREASE``) once per round: a 429 from an attempt that
-    started before the last decrease says nothing new, so 27 simultaneous 429s halve once,
-    not 27 times. Additive increase: +1 per ``cap`` successes while the cap is what holds
-    calls back. Never below 1, never above ``maximum``. Retries enter before fresh calls.
+    Attempts are grouped in rounds, a round ending at each decrease. The first 429 of the current
+    round multiplies the cap by ``GATE_DECREASE`` and starts a new round; a 429 from an attempt
+    started in an older round says nothing new (27 simultaneous 429s lower the cap once, not 27
+    times). Additive increase: +1 per ``cap`` successes while the cap is what holds calls back.
+    Never below 1, never above ``maximum``. A retry (after its Retry-After, waited outside the
+    gate) enters before fresh calls, so no sample is starved into running out of retries.
     """
 
     def __init__(self, maximum: int, adaptive: bool = True, wait: float = 5.0):
@@ -189,7 +196,7 @@ class AdaptiveGate:
             return self._round
 
     def release(self, started_round: int, outcome: str) -> None:
-        """``outcome``: "ok" (raise the cap), "limited" (a 429: lower it), else neither."""
+        """``outcome``: "ok" (may raise the cap), "limited" (a 429: lowers it), else neither."""
         with self._cond:
             was_full = self._in_flight >= self.cap
             self._in_flight -= 1
