@@ -21,12 +21,21 @@ results JSON. Plugin and baseline scores must agree (also per doc, from
 judge.
 
     python bench/judge_stage.py [--n 100] [--latency 0.2] [--concurrency 16] [--out bench/out]
+
+Sweep mode (``--sweep``): the plugin's cold judge stage only, for every (latency, concurrency)
+pair, against the limit ceil(N/C) x latency (C calls at a time, each taking the latency), at
+N up to the whole GSM8K test set. Beyond the 100 recorded generations the replayed response of
+a doc is its reference solution (the synthetic judge grades it Correct), so N=1000 needs no
+model; the judge prompt has the same shape and size.
+
+    python bench/judge_stage.py --sweep --n 1000 --latencies 0.2,1 --concurrencies 16,32,64
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -233,11 +242,82 @@ def markdown_table(runs: list[RunResult]) -> str:
     return "\n".join(rows)
 
 
+def _sweep_data(args: argparse.Namespace, folder: Path) -> Path:
+    """A data dir with the first N GSM8K test docs, and a replay file answering each of them."""
+    docs = list(read_jsonl(args.data_dir / "gsm8k" / "test.jsonl"))[:args.n]
+    if len(docs) < args.n:
+        raise SystemExit(f"--n {args.n}: {args.data_dir}/gsm8k/test.jsonl has only {len(docs)} docs")
+    (folder / "gsm8k").mkdir(parents=True)
+    with open(folder / "gsm8k" / "test.jsonl", "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in docs)
+    recorded = {int(r["doc_id"]): r for r in read_jsonl(args.data_dir / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl")}
+    with open(folder / "replay.jsonl", "w", encoding="utf-8") as fh:
+        for i, doc in enumerate(docs):
+            solution, gold = doc["answer"].rsplit("####", 1)
+            response = recorded[i]["response"] if i in recorded else f"{solution.strip()}\nThe answer is {gold.strip()}."
+            fh.write(json.dumps({"doc_id": i, "question": doc["question"], "response": response}) + "\n")
+    return folder / "replay.jsonl"
+
+
+def sweep(args: argparse.Namespace) -> int:
+    args.data_dir, args.out = args.data_dir.resolve(), args.out.resolve()
+    args.out.mkdir(parents=True, exist_ok=True)
+    latencies = [float(x) for x in args.latencies.split(",")]
+    concurrencies = [int(x) for x in args.concurrencies.split(",")]
+    responder = VerdictResponder()
+    rows, problems = [], []
+    with tempfile.TemporaryDirectory(prefix="mathjudge-bench-") as tmp:
+        tmp = Path(tmp)
+        replay = _sweep_data(args, tmp / "data")
+        for latency in latencies:
+            with ChatCompletionsServer(responder=responder, latency=latency) as server:
+                for concurrency in concurrencies:
+                    cache_dir = tmp / f"cache-{latency}-{concurrency}"
+                    cache_dir.mkdir()
+                    env = base_env(tmp / "data", cache_dir, {"OPENAI_API_KEY": "dummy"}, ENV_STRIP)
+                    metadata = ["--metadata", json.dumps({"judge_base_url": server.url,
+                                                           "judge_concurrency": concurrency})]
+                    server.reset()
+                    responder.reset()
+                    name = f"sweep-L{latency:g}-C{concurrency}"
+                    run = run_replay(name, PLUGIN_TASK, replay, args.n, args.out, env, metadata, args.timeout)
+                    arrivals = sorted(r.time for r in server.requests if r.method == "POST")
+                    replies = sorted(responder.reply_times)
+                    stage = replies[-1] - arrivals[0] if arrivals and replies else None
+                    limit = math.ceil(args.n / concurrency) * latency
+                    row = {"latency_s": latency, "concurrency": concurrency, "n": args.n,
+                           "judge_stage_s": stage, "limit_s": limit,
+                           "ratio": stage / limit if stage else None, "judge_calls": server.call_count,
+                           "peak_in_flight": server.max_in_flight, "wall_s": run.wall_s, "exit": run.exit_code}
+                    rows.append(row)
+                    print(f"[{name}] exit {run.exit_code}: judge stage {_fmt(stage)}s, limit {limit:.2f}s, "
+                          f"ratio {_fmt(row['ratio'], 3)}, calls {server.call_count}, peak {server.max_in_flight}",
+                          flush=True)
+                    if run.exit_code != 0 or server.call_count != args.n:
+                        problems.append(f"{name}: exit {run.exit_code}, {server.call_count} calls (log {run.log})")
+    table = ["| latency (s) | concurrency | judge stage (s) | limit ceil(N/C) x latency (s) | ratio | peak in flight |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    table += [f"| {r['latency_s']:g} | {r['concurrency']} | {_fmt(r['judge_stage_s'])} | {r['limit_s']:.2f} | "
+              f"{_fmt(r['ratio'], 3)} | {r['peak_in_flight']} |" for r in rows]
+    print(f"\nN={args.n}, plugin cold judge stage, {os.cpu_count()} CPUs, {now()}, load {os.getloadavg()[0]:.1f}\n")
+    print("\n".join(table))
+    for problem in problems:
+        print(f"PROBLEM: {problem}")
+    (args.out / "sweep.json").write_text(json.dumps({"date": now(), "rows": rows, "problems": problems,
+                                                     "table_markdown": "\n".join(table)}, indent=2) + "\n")
+    return 1 if problems else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_arguments(parser, n=100, latency=0.2, out=REPO / "bench" / "out")
+    parser.add_argument("--sweep", action="store_true", help="plugin cold runs only, vs the limit (see above)")
+    parser.add_argument("--latencies", default="0.2,1", help="sweep: judge latencies, seconds")
+    parser.add_argument("--concurrencies", default="16,32,64", help="sweep: judge_concurrency values")
     args = parser.parse_args(argv)
+    if args.sweep:
+        return sweep(args)
     replay = args.replay = check_common_arguments(parser, args)
 
     responder = VerdictResponder()

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable, Sequence
 from .cache import ReplyCache, request_key
 from .config import JudgeSettings
 from .errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MathJudgeError, MediaError, UnparseableReply
-from .pool import RateLimiter, run_bounded  # RateLimiter re-exported: tests import it from here
+from .pool import RateLimiter, backend_limits, estimate_tokens, run_bounded  # RateLimiter: tests import it here
 from .redact import redact
 from .retry import MAX_DELAY, RetryPolicy, call_with_retries
 from .types import Backend, JudgeRequest, Outcome, Reply, clean_text
@@ -85,6 +85,16 @@ def clean_reply(reply: Reply) -> Reply:
     return reply if text == reply.text else Reply(text=text, usage=reply.usage, finish_reason=reply.finish_reason)
 
 
+def _tokens_used(reply: Reply) -> float | None:
+    """The reply's real token count (thinking included), or None when the backend reports none."""
+    usage = reply.usage
+    if isinstance(usage.get("total_tokens"), int):
+        return float(usage["total_tokens"])
+    parts = [usage.get(k) for k in ("prompt_tokens", "completion_tokens", "thoughts_tokens")]
+    counted = [v for v in parts if isinstance(v, int)]
+    return float(sum(counted)) if counted else None
+
+
 @dataclass
 class JudgeStats:
     requests: int = 0
@@ -118,7 +128,10 @@ class JudgeClient:
         self._identity = {**backend.identity(), "template": template_version}
         self._judge_label = f"{self._identity.get('backend')}:{self._identity.get('model')}"
         self._policy = RetryPolicy(max_retries=settings.max_retries)
-        self._limiter = RateLimiter(settings.rpm)
+        # Shared with every client of the same endpoint + model in this process (pool.py).
+        self._limits = backend_limits(backend.identity(), rpm=settings.rpm, tpm=settings.tpm,
+                                      concurrency=settings.concurrency, adaptive=settings.adaptive)
+        self._retrying = threading.local()  # set by _on_retry: the next attempt of this thread is a retry
         self._lock = threading.Lock()
         self._fatal: FatalJudgeError | None = None
         self._bar: Any = None
@@ -283,25 +296,39 @@ class JudgeClient:
         return self._settings.timeout * (policy.max_retries + 1) + policy.max_retries * MAX_DELAY + 5.0
 
     def _call(self, request: JudgeRequest) -> Reply:
+        """One attempt, inside the backend's limits (gate, requests/min, tokens/min: pool.py)."""
         if self._fatal is not None:  # another thread hit a fatal error: stop spending
             raise FatalJudgeError(f"not sent: {self._fatal}", kind="aborted")
-        self._limiter.acquire()
+        retry, self._retrying.value = getattr(self._retrying, "value", False), False
+        text = len(request.prompt) + len(request.output_text or "")
+        permit = self._limits.start(estimate_tokens(text, len(request.media), self._settings.max_tokens), retry)
+        outcome, tokens = "failed", None
         try:
-            reply = self._backend.complete(request)
-        except MediaError:  # refused before anything was sent (e.g. video to an openai judge)
-            raise
-        except FatalJudgeError as exc:
-            self._count_call(None)
-            if exc.kind == "http_400" and request.media:  # e.g. an unsupported video: this sample only
-                raise JudgeRefusal(f"the judge rejected the attached media: {exc}", kind="media_rejected") from None
-            with self._lock:
-                self._fatal = self._fatal or exc
-            raise
-        except JudgeCallError:
-            self._count_call(None)
-            raise
-        self._count_call(reply)
-        return reply
+            if self._fatal is not None:  # it happened while this attempt waited for its turn
+                outcome = "unsent"
+                raise FatalJudgeError(f"not sent: {self._fatal}", kind="aborted")
+            try:
+                reply = self._backend.complete(request)
+            except MediaError:  # refused before anything was sent (e.g. video to an openai judge)
+                outcome = "unsent"
+                raise
+            except FatalJudgeError as exc:
+                self._count_call(None)
+                if exc.kind == "http_400" and request.media:  # e.g. an unsupported video: this sample only
+                    raise JudgeRefusal(f"the judge rejected the attached media: {exc}", kind="media_rejected") from None
+                with self._lock:
+                    self._fatal = self._fatal or exc
+                raise
+            except JudgeCallError as exc:
+                self._count_call(None)
+                if exc.status == 429 or exc.kind == "rate_limited":
+                    outcome = "limited"
+                raise
+            outcome, tokens = "ok", _tokens_used(reply)
+            self._count_call(reply)
+            return reply
+        finally:
+            permit.done(outcome, tokens)
 
     def _count_call(self, reply: Reply | None) -> None:
         """Every request that went out counts, failed attempts included."""
@@ -311,6 +338,7 @@ class JudgeClient:
                 self.stats.usage.update({k: v for k, v in reply.usage.items() if isinstance(v, int)})
 
     def _on_retry(self, error: JudgeCallError, delay: float) -> None:
+        self._retrying.value = True  # called in the retrying thread, before its wait
         with self._lock:
             self.stats.retries += 1
             self.stats.rate_limited += error.status == 429 or error.kind == "rate_limited"

@@ -79,7 +79,7 @@ from lm_eval.api.model import LM
 from ..errors import ConfigError, FatalJudgeError, GenerationFailure, GenerationRunError, JudgeCallError, \
     TransientJudgeError
 from ..media import sniff
-from ..pool import RateLimiter, run_bounded
+from ..pool import backend_limits, run_bounded
 from ..redact import redact
 from ..retry import RetryPolicy, call_with_retries
 from . import failure_marker, record_provenance
@@ -148,7 +148,10 @@ class GeneratorLM(LM):
         self._label = f"{self.ADAPTER}:{self.settings.model}"
         self._store = MediaStore(self.settings.media_dir)
         self._policy = RetryPolicy(max_retries=self.settings.max_retries)
-        self._limiter = RateLimiter(self.settings.rpm)
+        # The judge's limits (pool.py): one set per adapter + model in this process, adaptive on 429s.
+        self._limits = backend_limits({"backend": f"generator:{self.ADAPTER}", "model": self.settings.model},
+                                      rpm=self.settings.rpm, concurrency=self.settings.num_concurrent)
+        self._retrying = threading.local()
         self._lock = threading.Lock()
         self._fatal: FatalJudgeError | None = None
         self.stats: Counter = Counter()
@@ -225,15 +228,25 @@ class GeneratorLM(LM):
     def _attempt(self, prompt: str, job: Job, calls: Counter) -> StoredMedia:
         if self._fatal is not None:  # another request hit a fatal error: stop spending
             raise FatalJudgeError(f"not sent: {self._fatal}", kind="aborted")
-        self._limiter.acquire()
+        retry, self._retrying.value = getattr(self._retrying, "value", False), False
+        permit = self._limits.start(retry=retry)
+        outcome = "failed"
         calls["n"] += 1
         self._count("generation_calls")
         try:
-            produced = self._generator.generate(prompt, job)
-        except FatalJudgeError as exc:
-            with self._lock:
-                self._fatal = self._fatal or exc
-            raise
+            try:
+                produced = self._generator.generate(prompt, job)
+            except FatalJudgeError as exc:
+                with self._lock:
+                    self._fatal = self._fatal or exc
+                raise
+            except TransientJudgeError as exc:
+                if exc.status == 429 or exc.kind == "rate_limited":
+                    outcome = "limited"
+                raise
+            outcome = "ok"
+        finally:
+            permit.done(outcome)
         return self._store.put(job.key, *self._checked(produced), self._label)
 
     def _checked(self, produced: bytes | GeneratedMedia) -> tuple[bytes, str]:
@@ -249,6 +262,7 @@ class GeneratorLM(LM):
         return media.data, found  # the bytes decide, whatever the vendor declared
 
     def _on_retry(self, error: JudgeCallError, delay: float) -> None:
+        self._retrying.value = True  # this thread's next attempt enters the gate as a retry
         self._count("retries")
         log.warning("%s: generation failed (%s); retrying in %.1fs", self._label, error, delay)
 

@@ -85,6 +85,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # Replies are written in one piece (`_write`), but small writes must never wait for the
+        # client's delayed ACK either (Nagle): that costs ~40 ms per call on loopback.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.owner._track(self.connection, add=True)
 
     def finish(self) -> None:
@@ -107,6 +110,10 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         headers = {k.lower(): v for k, v in self.headers.items()}
         owner._record(RecordedRequest(self.path, headers, _parse(raw), time.time(), self.command))
+        refused = owner._over_rate(self.command, self.path)
+        if refused is not None:  # answered at once, as a provider's rate limiter does
+            self._write(refused)
+            return
         with owner._in_flight():
             if owner.latency:
                 time.sleep(owner.latency)
@@ -126,8 +133,10 @@ class _Handler(BaseHTTPRequestHandler):
         for key, value in reply.headers.items():
             self.send_header(key, value)
         self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        # Status line, headers and body in ONE write: end_headers() + wfile.write(body) would be
+        # two segments, and the second waits for the client's delayed ACK (~40 ms per call).
+        self._headers_buffer.append(b"\r\n" + data)
+        self.flush_headers()
 
 
 def _parse(raw: bytes) -> Any:
@@ -153,9 +162,17 @@ class _HTTPServer(ThreadingHTTPServer):
 class LoopbackServer:
     """Base class: threaded HTTP server + recording + fault queue."""
 
+    handler_class: type[BaseHTTPRequestHandler] = _Handler  # bench/loopback_wire.py swaps in the old writer
+
     def __init__(self, responder: Responder | None, latency: float) -> None:
         self.responder: Responder = responder or _answer_ok
         self.latency = latency
+        # Rate limit of model calls (`is_model_call`): more than `rate_limit` calls accepted in
+        # any `rate_window` seconds -> 429 with Retry-After `rate_retry_after`, answered at
+        # once. Refused calls are not counted in the window (they are not served). None = off.
+        self.rate_limit: float | None = None
+        self.rate_window = 1.0
+        self.rate_retry_after = "1"
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -165,7 +182,7 @@ class LoopbackServer:
 
     # -- lifecycle ---------------------------------------------------------
     def start(self: _S) -> _S:
-        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        httpd = _HTTPServer(("127.0.0.1", 0), self.handler_class)
         httpd.owner = self
         self._httpd = httpd
         self._thread = threading.Thread(
@@ -269,6 +286,35 @@ class LoopbackServer:
         self._requests: list[RecordedRequest] = []
         self._faults: deque[Fault] = deque()
         self._max_in_flight = 0
+        self._accepted: deque[float] = deque()  # arrival times of model calls inside the rate window
+        self._rate_limited = 0
+
+    @property
+    def rate_limited(self) -> int:
+        """Model calls refused with 429 by the `rate_limit` window since the last reset."""
+        with self._lock:
+            return self._rate_limited
+
+    def _over_rate(self, method: str, path: str) -> Reply | None:
+        """The 429 reply when this model call is over `rate_limit`, else None (and it is counted)."""
+        limit = self.rate_limit
+        if limit is None or not self.is_model_call(method, path):
+            return None
+        with self._lock:
+            now = time.monotonic()
+            while self._accepted and self._accepted[0] <= now - self.rate_window:
+                self._accepted.popleft()
+            if len(self._accepted) >= limit * self.rate_window:
+                self._rate_limited += 1
+                over = True
+            else:
+                self._accepted.append(now)
+                over = False
+        if not over:
+            return None
+        headers = {"Retry-After": self.rate_retry_after}
+        message = f"Rate limit reached: at most {limit:g} requests per {self.rate_window:g}s. Please try again later."
+        return Reply(429, self.error_body(429, message, headers), headers)
 
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
@@ -320,6 +366,10 @@ class LoopbackServer:
         return body, spec
 
     # -- protocol hooks ----------------------------------------------------------
+    def is_model_call(self, method: str, path: str) -> bool:
+        """Whether this request is a (rate-limited) model call; subclasses name their routes."""
+        return False
+
     def route(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
         raise NotImplementedError
 

@@ -164,6 +164,9 @@ class GeminiServer(LoopbackServer):
         return {"error": error}
 
     # -- routing ------------------------------------------------------------------
+    def is_model_call(self, method: str, path: str) -> bool:
+        return method == "POST" and bool(_GENERATE.match(urlsplit(path).path))
+
     def route(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
         parts = urlsplit(path)
         if method == "POST" and (m := _GENERATE.match(parts.path)):

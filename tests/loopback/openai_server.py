@@ -94,6 +94,9 @@ class ChatCompletionsServer(LoopbackServer):
         return sum(1 for r in self.requests if r.method == "POST" and _is_chat(r.path))
 
     # -- protocol ---------------------------------------------------------------
+    def is_model_call(self, method: str, path: str) -> bool:
+        return method == "POST" and _is_chat(path)
+
     def route(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
         path = urlsplit(path).path.rstrip("/")
         if method == "POST" and _is_chat(path):
