@@ -69,7 +69,11 @@ def sdk_endpoint(settings: JudgeSettings, environ: Mapping[str, str] | None = No
     except ImportError:
         return None
     try:
-        return public_url(str(httpx2.URL(url)))
+        parsed = httpx2.URL(url)
+        path, separator, query = parsed.raw_path.partition(b"?")
+        if not path.endswith(b"/"):  # the SDK's trailing slash; copy_with also drops a default port
+            parsed = parsed.copy_with(raw_path=path + b"/" + separator + query)
+        return public_url(str(parsed))
     except Exception:  # noqa: BLE001 - a URL the SDK would refuse: let the SDK say so, now
         return None
 
@@ -100,7 +104,7 @@ class OpenAIChatBackend:
             kwargs["azure_endpoint" if settings.backend == "azure" else "base_url"] = settings.base_url
         try:
             return openai.AzureOpenAI(**kwargs) if settings.backend == "azure" else openai.OpenAI(**kwargs)
-        except openai.OpenAIError as exc:  # e.g. missing key or endpoint
+        except (openai.OpenAIError, ValueError) as exc:  # e.g. missing key, endpoint or Azure API version
             raise FatalJudgeError(redact(f"cannot build the {settings.backend} client: {exc}"), kind="config") from None
 
     def connect(self) -> None:
