@@ -392,3 +392,16 @@ def test_with_preflight_off_the_client_is_still_built_before_generation(monkeypa
     backend = OpenAIChatBackend(settings)  # the endpoint is known without the SDK
     with pytest.raises(FatalJudgeError, match="OPENAI_API_VERSION"):
         preflight_once(backend, settings)
+
+
+# ------------------------------------------------------------------------------ redaction per sample
+def test_the_remembered_secret_values_follow_every_change_of_the_environment(monkeypatch):
+    from lm_eval_mathjudge.redact import redact
+
+    monkeypatch.setenv("MJ_PROXY_TOKEN", "first-secret-value-1")
+    assert redact("a first-secret-value-1 b") == "a *** b"
+    assert redact("a first-secret-value-1 b") == "a *** b"  # the second call reads the memory
+    monkeypatch.setenv("MJ_PROXY_TOKEN", "second-secret-value-2")  # same name, same count of variables
+    assert redact("first-secret-value-1 second-secret-value-2") == "first-secret-value-1 ***"
+    monkeypatch.delenv("MJ_PROXY_TOKEN")
+    assert redact("second-secret-value-2") == "second-secret-value-2"
