@@ -178,6 +178,21 @@ class ReplyCache:
                 return self.get(key)
             sleep(LEASE_POLL_S)
 
+    # ------------------------------------------------------------------ notes
+    def get_meta(self, name: str) -> str | None:
+        """A small named value kept beside the replies (e.g. when a judge last passed its preflight)."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, name: str, value: str | None) -> None:
+        """Store ``value`` under ``name``; None removes it."""
+        with self._lock:
+            if value is None:
+                self._db.execute("DELETE FROM meta WHERE name = ?", (name,))
+            else:
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
+
     # ------------------------------------------------------------------ housekeeping
     def __len__(self) -> int:
         with self._lock:

@@ -37,6 +37,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+from . import preflight
 from .cache import ReplyCache, request_key
 from .config import JudgeSettings
 from .errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MathJudgeError, MediaError, UnparseableReply
@@ -62,20 +63,35 @@ _PREFLIGHTED: set[str] = set()  # backend identities checked in this process
 _PREFLIGHT_LOCK = threading.Lock()
 
 
-def preflight_once(backend: Backend, settings: JudgeSettings) -> bool:
+def preflight_once(backend: Backend, settings: JudgeSettings, cache: ReplyCache | None = None) -> bool:
     """Run the backend's free check (a model lookup) once per judge identity per process.
 
+    With a cache, a check passed within ``preflight.MEMO_SECONDS`` under the same
+    credentials is not repeated (a fully cached rerun then never imports the SDK).
     Raises what the backend raises (``FatalJudgeError`` naming the endpoint); returns
     whether a check ran. Backends without ``preflight`` (the local judge) are skipped.
+    With ``judge_preflight=false`` nothing is sent, but the SDK client is still built,
+    so a client that cannot exist (no Azure endpoint) fails before generation.
     """
-    if not settings.preflight or not hasattr(backend, "preflight"):
+    if not hasattr(backend, "preflight"):
         return False
-    ident = json.dumps({**backend.identity(), "base_url": settings.base_url}, sort_keys=True, default=str)
+    if not settings.preflight:
+        connect = getattr(backend, "connect", None)
+        if callable(connect):
+            connect()
+        return False
+    ident = preflight.identity(backend, settings)
     with _PREFLIGHT_LOCK:
         if ident in _PREFLIGHTED:
             return False
+        if preflight.recently_checked(cache, ident):
+            log.info("the %s judge %s passed its preflight within %d h (remembered in the judge cache); not "
+                     "checked again", settings.backend, settings.model, preflight.MEMO_SECONDS // 3600)
+            _PREFLIGHTED.add(ident)
+            return False
         backend.preflight()
         _PREFLIGHTED.add(ident)
+        preflight.remember(cache, ident)
     return True
 
 
@@ -355,6 +371,11 @@ class JudgeClient:
 
     def close(self) -> None:
         """Release the backend and the cache (the client owns both once built)."""
+        if self._fatal is not None:  # the judge refused (key, model, endpoint): the next run checks it first
+            ident = preflight.identity(self._backend, self._settings)
+            with _PREFLIGHT_LOCK:
+                _PREFLIGHTED.discard(ident)
+            preflight.forget(self._cache, ident)
         self._backend.close()
         if self._cache is not None:
             self._cache.close()

@@ -64,6 +64,7 @@ class JudgedTask(TaskBase):
             config["metric_list"] = [{**m, "metric": cascade.METRICS.get(m.get("metric"), m.get("metric"))}
                                      for m in config["metric_list"]]
         self._scores: dict[str, dict[str, float]] = {}
+        self._docs: dict[str, tuple[Any, Any]] = {}  # split -> (the dataset it came from, processed docs)
         self._client: JudgeClient | None = None
         self._fatal = None
         self._job: run.Job | None = None  # this task's share of the run's judge pass (run.py)
@@ -91,6 +92,25 @@ class JudgedTask(TaskBase):
             source = {"hub": self.config.dataset_path, "name": self.config.dataset_name,
                       "revision": (dataset_kwargs or {}).get("revision")}
         self.config.metadata = {**(self.config.metadata or {}), "data_source": source}
+
+    # lm-eval 0.4.13 asks for the docs five times per task (the few-shot pool, the doc list, the
+    # --limit size, the requests, the sample count), and every ask runs process_docs over the whole
+    # split again. The processed split is kept per dataset object, so a new download starts afresh.
+    def training_docs(self):
+        return self._processed("training", super().training_docs)
+
+    def validation_docs(self):
+        return self._processed("validation", super().validation_docs)
+
+    def test_docs(self):
+        return self._processed("test", super().test_docs)
+
+    def _processed(self, which: str, load):
+        source, docs = self._docs.get(which, (None, None))
+        if source is None or source is not self.dataset:
+            docs = load()
+            self._docs[which] = (self.dataset, docs)
+        return docs
 
     def build_all_requests(self, **kwargs) -> None:
         # The earliest point that is both before any generation and after lm-eval has applied
@@ -218,15 +238,19 @@ class JudgedTask(TaskBase):
         backends.check_credentials(settings, self._judge.name)
         backend = backends.build(settings, self._judge.name)
         install_log_filter()  # after the backend's module exists: its logger is scrubbed too
+        cache = None
         try:
-            preflight_once(backend, settings)  # one free call: endpoint, key and model answer
             cache = ReplyCache(settings.resolved_cache_dir()) if settings.cache else None
+            # One free call (endpoint, key and model answer), unless the cache remembers a recent pass.
+            preflight_once(backend, settings, cache)
         except (OSError, sqlite3.Error) as exc:
             backend.close()
             raise ConfigError(f"cannot open the judge cache in {settings.resolved_cache_dir()} ({exc}); "
                               "set MATHJUDGE_CACHE_DIR to a writable folder, or judge_cache=false") from None
         except BaseException:
             backend.close()
+            if cache is not None:
+                cache.close()
             raise
         return JudgeClient(backend, self._judge.parse, settings, prompts.load(self._judge.template).version, cache)
 

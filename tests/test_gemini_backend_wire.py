@@ -384,8 +384,9 @@ def test_client_errors_stop_the_run(server, status, hint):
 
 def test_missing_key_is_a_helpful_fatal_error(monkeypatch):
     monkeypatch.delenv("GEMINI_API_KEY")
+    backend = GeminiBackend(settings(None))  # the SDK client is built on the first request (or the preflight)
     with pytest.raises(FatalJudgeError) as caught:
-        GeminiBackend(settings(None))
+        backend.connect()
     assert "GEMINI_API_KEY" in str(caught.value) and "GOOGLE_GENAI_USE_VERTEXAI" in str(caught.value)
 
 

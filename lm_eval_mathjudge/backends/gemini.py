@@ -8,21 +8,24 @@ layer.
 
 Media up to ``INLINE_MAX_BYTES`` travel inline; larger ones go through the
 File API (upload, wait until ACTIVE, reference by URI, always delete).
+
+The SDK is imported, and its client built, on the first real request (a call
+or the preflight), so a rerun answered entirely from the judge cache never
+imports it. The endpoint that names the judge in cache keys is resolved
+without it where the SDK's rule is simple (``sdk_endpoint``: the Developer API,
+or Vertex AI with project and location set); otherwise the client is built at once.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
 import re
+import threading
 import time
-from typing import Any
-
-from google import genai
-from google.auth import exceptions as auth_errors
-from google.genai import errors as genai_errors
-from google.genai import types
+from typing import Any, Mapping
 
 from ..cache import Reply
 from ..config import JudgeSettings
@@ -46,6 +49,7 @@ _OK_FINISH = {"STOP", "FINISH_REASON_UNSPECIFIED"}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
 
+@functools.cache
 def _http_exceptions() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...],
                                 tuple[type[BaseException], ...]]:
     """(timeouts, connection errors, bad URL) of whichever httpx flavour the SDK uses.
@@ -64,7 +68,36 @@ def _http_exceptions() -> tuple[tuple[type[BaseException], ...], tuple[type[Base
     return tuple(timeouts), tuple(transport), tuple(bad_url)
 
 
-_TIMEOUTS, _TRANSPORT, _BAD_URL = _http_exceptions()
+_HTTP_NAMES = ("_TIMEOUTS", "_TRANSPORT", "_BAD_URL")
+
+
+def __getattr__(name: str) -> Any:
+    """``_TIMEOUTS``, ``_TRANSPORT``, ``_BAD_URL`` (the generators import them), found on first use."""
+    if name in _HTTP_NAMES:
+        return _http_exceptions()[_HTTP_NAMES.index(name)]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_TRUE = ("true", "1")
+
+
+def sdk_endpoint(settings: JudgeSettings, environ: Mapping[str, str] | None = None) -> str | None:
+    """The endpoint ``GeminiBackend`` records, without importing the SDK; None when only the SDK can tell.
+
+    Developer API: the base URL given, else GOOGLE_GEMINI_BASE_URL, else the
+    default. Vertex AI (GOOGLE_GENAI_USE_ENTERPRISE, else GOOGLE_GENAI_USE_VERTEXAI):
+    only with GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION set and no base URL;
+    anything else (a project from application default credentials, express mode
+    with a key, a proxy) is left to the SDK.
+    """
+    environ = os.environ if environ is None else environ
+    flag = environ.get("GOOGLE_GENAI_USE_ENTERPRISE")
+    flag = environ.get("GOOGLE_GENAI_USE_VERTEXAI") if flag is None else flag
+    if flag is not None and flag.lower() in _TRUE:
+        project, location = environ.get("GOOGLE_CLOUD_PROJECT"), environ.get("GOOGLE_CLOUD_LOCATION")
+        custom = settings.base_url or environ.get("GOOGLE_GEMINI_BASE_URL") or environ.get("GOOGLE_VERTEX_BASE_URL")
+        return f"vertex:{project}/{location}" if project and location and not custom else None
+    return public_url(settings.base_url or environ.get("GOOGLE_GEMINI_BASE_URL") or DEFAULT_ENDPOINT)
 
 
 def create(settings: JudgeSettings, judge: str) -> "GeminiBackend":
@@ -74,6 +107,37 @@ def create(settings: JudgeSettings, judge: str) -> "GeminiBackend":
 class GeminiBackend:
     def __init__(self, settings: JudgeSettings):
         self._settings = settings
+        self._sdk_client: Any = None
+        self._client_lock = threading.Lock()
+        self._vertex = False
+        endpoint = sdk_endpoint(settings)
+        self._endpoint = endpoint if endpoint is not None else self._connected_endpoint()
+        if settings.mode == "batch":  # a batch mode this backend cannot run is refused before any generation
+            self.batch_provider()
+
+    def _connected_endpoint(self) -> str:
+        api = getattr(self._client, "_api_client", None)
+        return self._resolve_endpoint(api)
+
+    @property
+    def _client(self) -> Any:
+        """The SDK client, built (and the SDK imported) on first use."""
+        if self._sdk_client is None:
+            with self._client_lock:
+                if self._sdk_client is None:
+                    self._sdk_client = self._build_client()
+        return self._sdk_client
+
+    def connect(self) -> None:
+        """Build the SDK client now: missing credentials or project fail here, before generation."""
+        self._client  # noqa: B018 - the property builds it
+
+    def _build_client(self) -> Any:
+        from google import genai
+        from google.auth import exceptions as auth_errors
+        from google.genai import types
+
+        settings = self._settings
         options = types.HttpOptions(
             timeout=max(1, int(settings.timeout * 1000)),  # milliseconds
             retry_options=types.HttpRetryOptions(attempts=1),
@@ -81,17 +145,14 @@ class GeminiBackend:
         if settings.base_url:
             options.base_url = settings.base_url
         try:
-            self._client = genai.Client(http_options=options)
+            client = genai.Client(http_options=options)
         except (ValueError, auth_errors.GoogleAuthError) as exc:  # no key, no project, no ADC
             raise FatalJudgeError(redact(
                 f"cannot build the gemini client: {exc} Set GEMINI_API_KEY (or GOOGLE_API_KEY), or "
                 "GOOGLE_GENAI_USE_VERTEXAI=true with GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION "
                 "and application default credentials for Vertex AI."), kind="config") from None
-        api = getattr(self._client, "_api_client", None)
-        self._vertex = bool(getattr(api, "vertexai", False))
-        self._endpoint = self._resolve_endpoint(api)
-        if settings.mode == "batch":  # a batch mode this backend cannot run is refused before any generation
-            self.batch_provider()
+        self._vertex = bool(getattr(getattr(client, "_api_client", None), "vertexai", False))
+        return client
 
     def _resolve_endpoint(self, api: Any) -> str:
         if self._vertex:
@@ -111,12 +172,15 @@ class GeminiBackend:
         return identity
 
     def complete(self, request: JudgeRequest) -> Reply:
+        from google.genai import errors as genai_errors
+
         s = self._settings
         uploaded: list[str] = []
+        client = self._client  # before building the request: media parts depend on the API (Vertex or not)
         try:
             contents = self._contents(self._text_parts(request)
                                       + [self._media_part(m, uploaded) for m in request.media])
-            response = self._client.models.generate_content(model=s.model, contents=contents, config=self._config())
+            response = client.models.generate_content(model=s.model, contents=contents, config=self._config())
         except genai_errors.APIError as exc:
             raise self._status_error(exc) from None
         except (ValueError, KeyError) as exc:  # a 200 whose body is not JSON / lacks the upload URL
@@ -131,6 +195,8 @@ class GeminiBackend:
 
     def _text_parts(self, request: JudgeRequest) -> list[Any]:
         """The text of the request; a failure here is this sample's, never a judge outage."""
+        from google.genai import types
+
         check_text(request)
         texts = [request.prompt] + ([request.output_text] if request.output_text is not None else [])
         with building_request():
@@ -138,10 +204,14 @@ class GeminiBackend:
 
     @staticmethod
     def _contents(parts: list[Any]) -> list[Any]:
+        from google.genai import types
+
         with building_request():
             return [types.Content(role="user", parts=parts)]
 
     def _config(self) -> Any:
+        from google.genai import types
+
         s = self._settings
         with building_request():
             thinking = None if s.thinking_budget is None else types.ThinkingConfig(thinking_budget=s.thinking_budget)
@@ -150,13 +220,16 @@ class GeminiBackend:
 
     def _exchange_error(self, exc: Exception) -> Exception:
         """Timeouts and transport errors of either httpx flavour, and Vertex credential errors."""
-        if isinstance(exc, _TIMEOUTS):
+        from google.auth import exceptions as auth_errors
+
+        timeouts, transport, bad_url = _http_exceptions()
+        if isinstance(exc, timeouts):
             return TransientJudgeError(f"judge request to {self._endpoint} timed out after "
                                        f"{self._settings.timeout:g}s", kind="timeout")
-        if isinstance(exc, _BAD_URL):
+        if isinstance(exc, bad_url):
             return FatalJudgeError(redact(f"bad gemini endpoint {self._endpoint}: {exc} "
                                           "(check judge_base_url / GOOGLE_GEMINI_BASE_URL)"), kind="config")
-        if isinstance(exc, (*_TRANSPORT, auth_errors.TransportError)):
+        if isinstance(exc, (*transport, auth_errors.TransportError)):
             return TransientJudgeError(redact(f"cannot reach the judge at {self._endpoint}: "
                                               f"{type(exc).__name__}: {exc}"), kind="connection")
         if isinstance(exc, auth_errors.GoogleAuthError):  # Vertex credentials could not be refreshed
@@ -178,8 +251,11 @@ class GeminiBackend:
         A 404 that is not Google's NOT_FOUND for this model (a proxy without
         the route), or a 405, is let through with a warning.
         """
+        from google.genai import types
+
         s = self._settings
         timeout = min(s.timeout, PREFLIGHT_TIMEOUT)
+        self.connect()  # a client that cannot be built is a config error, not an unanswered lookup
         config = types.GetModelConfig(http_options=types.HttpOptions(
             timeout=max(1, int(timeout * 1000)), retry_options=types.HttpRetryOptions(attempts=1)))
         policy = RetryPolicy(max_retries=min(s.max_retries, PREFLIGHT_RETRIES))
@@ -195,6 +271,8 @@ class GeminiBackend:
                 "judge_model; judge_preflight=false skips this check", kind="preflight", status=exc.status) from None
 
     def _lookup(self, config: Any) -> None:
+        from google.genai import errors as genai_errors
+
         try:
             self._client.models.get(model=self._settings.model, config=config)
         except genai_errors.APIError as exc:
@@ -211,6 +289,8 @@ class GeminiBackend:
 
     # -- media ----------------------------------------------------------------------
     def _media_part(self, media: Media, uploaded: list[str], name: str | None = None) -> Any:
+        from google.genai import types
+
         if media.size <= INLINE_MAX_BYTES:
             try:
                 return types.Part.from_bytes(data=media.read(), mime_type=media.mime_type)
@@ -229,6 +309,8 @@ class GeminiBackend:
 
         A file on disk is streamed by the SDK from its path: a 2 GB video is never held in memory.
         """
+        from google.genai import types
+
         source = media.path if media.path is not None else io.BytesIO(media.read())
         config = types.UploadFileConfig(mime_type=media.mime_type, display_name=f"mathjudge-{media.sha256[:16]}",
                                         name=name)  # batch mode names its uploads to find them again
@@ -266,10 +348,11 @@ class GeminiBackend:
         """Gemini Batch Mode for this judge (``judge_mode=batch``); see ``batch/gemini_batch.py``."""
         from ..batch.gemini_batch import GeminiBatchProvider
 
+        self.connect()  # the provider needs to know whether this is Vertex AI
         return GeminiBatchProvider(self)
 
     def close(self) -> None:
-        close = getattr(self._client, "close", None)
+        close = getattr(self._sdk_client, "close", None)  # never built: nothing to close
         if callable(close):
             close()
 

@@ -12,15 +12,21 @@ A call has three phases with different failure meanings: building the request
 (our bug or bad input: this sample fails, never retried), the exchange (HTTP
 errors via ``_http.status_error``, timeouts, connection errors) and reading the
 answer (a malformed body: ``bad_response``, retried).
+
+The SDK is imported, and its client built, on the first real request (a call
+or the preflight): a rerun answered entirely from the judge cache never pays
+the ~0.5 s the ``openai`` package takes to import. The endpoint that names the
+judge in cache keys is resolved without it, exactly as the SDK resolves it
+(``sdk_endpoint``); where that cannot be done, the client is built at once.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
-from typing import Any
-
-import openai
+import os
+import threading
+from typing import Any, Mapping
 
 from ..cache import Reply
 from ..config import JudgeSettings, is_reasoning_model
@@ -41,17 +47,69 @@ def create(settings: JudgeSettings, judge: str) -> "OpenAIChatBackend":
     return OpenAIChatBackend(settings)
 
 
+def sdk_endpoint(settings: JudgeSettings, environ: Mapping[str, str] | None = None) -> str | None:
+    """The endpoint the SDK client will use, as ``public_url(str(client.base_url))``, without the SDK.
+
+    The SDK's rule: the base URL given, else OPENAI_BASE_URL, else api.openai.com;
+    Azure: the endpoint given, else AZURE_OPENAI_ENDPOINT, plus ``/openai``; both
+    normalised by the SDK's URL type (httpx2, which lm-eval's hub client has
+    already imported). None when the SDK must decide (no Azure endpoint: it raises).
+    """
+    environ = os.environ if environ is None else environ
+    if settings.backend == "azure":
+        endpoint = settings.base_url or environ.get("AZURE_OPENAI_ENDPOINT")
+        if endpoint is None:
+            return None
+        url = f"{endpoint.rstrip('/')}/openai"
+    else:
+        url = settings.base_url or environ.get("OPENAI_BASE_URL")
+        url = "https://api.openai.com/v1" if url is None else url
+    try:
+        import httpx2  # the URL type of openai >= 3; imported by huggingface_hub in every lm-eval run
+    except ImportError:
+        return None
+    try:
+        parsed = httpx2.URL(url)
+        path, separator, query = parsed.raw_path.partition(b"?")
+        if not path.endswith(b"/"):  # the SDK's trailing slash; copy_with also drops a default port
+            parsed = parsed.copy_with(raw_path=path + b"/" + separator + query)
+        return public_url(str(parsed))
+    except Exception:  # noqa: BLE001 - a URL the SDK would refuse: let the SDK say so, now
+        return None
+
+
 class OpenAIChatBackend:
     def __init__(self, settings: JudgeSettings):
         self._settings = settings
+        self._sdk_client: Any = None
+        self._client_lock = threading.Lock()
+        endpoint = sdk_endpoint(settings)
+        self._endpoint = public_url(str(self._client.base_url)) if endpoint is None else endpoint
+
+    @property
+    def _client(self) -> Any:
+        """The SDK client, built (and the SDK imported) on first use."""
+        if self._sdk_client is None:
+            with self._client_lock:
+                if self._sdk_client is None:
+                    self._sdk_client = self._build_client()
+        return self._sdk_client
+
+    def _build_client(self) -> Any:
+        import openai
+
+        settings = self._settings
         kwargs: dict[str, Any] = {"max_retries": 0, "timeout": settings.timeout}
         if settings.base_url:
             kwargs["azure_endpoint" if settings.backend == "azure" else "base_url"] = settings.base_url
         try:
-            self._client = openai.AzureOpenAI(**kwargs) if settings.backend == "azure" else openai.OpenAI(**kwargs)
-        except openai.OpenAIError as exc:  # e.g. missing key or endpoint
+            return openai.AzureOpenAI(**kwargs) if settings.backend == "azure" else openai.OpenAI(**kwargs)
+        except (openai.OpenAIError, ValueError) as exc:  # e.g. missing key, endpoint or Azure API version
             raise FatalJudgeError(redact(f"cannot build the {settings.backend} client: {exc}"), kind="config") from None
-        self._endpoint = public_url(str(self._client.base_url))
+
+    def connect(self) -> None:
+        """Build the SDK client now: a missing Azure endpoint or API version fails here, before generation."""
+        self._client  # noqa: B018 - the property builds it
 
     def identity(self) -> dict[str, Any]:
         s = self._settings
@@ -62,9 +120,12 @@ class OpenAIChatBackend:
         return identity
 
     def complete(self, request: JudgeRequest) -> Reply:
+        import openai
+
         params = self._params(request)
+        client = self._client
         try:
-            raw = self._client.chat.completions.with_raw_response.create(**params)
+            raw = client.chat.completions.with_raw_response.create(**params)
         except openai.APIStatusError as exc:
             raise self._status_error(exc) from None
         except openai.APIError as exc:
@@ -105,6 +166,7 @@ class OpenAIChatBackend:
         s = self._settings
         timeout = min(s.timeout, PREFLIGHT_TIMEOUT)
         policy = RetryPolicy(max_retries=min(s.max_retries, PREFLIGHT_RETRIES))
+        self.connect()  # a client that cannot be built is a config error, not an unanswered lookup
         try:
             if s.backend == "azure":
                 call_with_retries(lambda: self._lookup(lambda: self._client.models.list(timeout=timeout)), policy)
@@ -136,6 +198,8 @@ class OpenAIChatBackend:
 
     def _lookup(self, call):
         """One preflight request, its errors mapped like a judge call's; a missing route is _NoRoute."""
+        import openai
+
         try:
             return call()
         except openai.APIStatusError as exc:
@@ -158,6 +222,8 @@ class OpenAIChatBackend:
                             headers=exc.response.headers, code=getattr(exc, "code", None))
 
     def _exchange_error(self, exc: openai.APIError) -> JudgeCallError:
+        import openai
+
         if isinstance(exc, openai.APITimeoutError):
             return TransientJudgeError(f"judge request to {self._endpoint} timed out after "
                                        f"{self._settings.timeout:g}s", kind="timeout")
@@ -178,7 +244,8 @@ class OpenAIChatBackend:
         return self._status_error(exc) if isinstance(exc, openai.APIStatusError) else self._exchange_error(exc)
 
     def close(self) -> None:
-        self._client.close()
+        if self._sdk_client is not None:  # never built: nothing to close, and no SDK to import
+            self._sdk_client.close()
 
 
 class _NoRoute(Exception):
