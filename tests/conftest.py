@@ -32,18 +32,44 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def write_data_slice(root: Path, n: int) -> Path:
+    """A MATHJUDGE_DATA_DIR at root holding the first n rows of every data set."""
+    for name in DATASETS:
+        rows = read_jsonl(SHARED_DATA / name / "test.jsonl")[:n]
+        (root / name).mkdir(parents=True, exist_ok=True)
+        with open(root / name / "test.jsonl", "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    return root
+
+
 @pytest.fixture
 def data_slice(shared_data: Path, tmp_path: Path):
     """make(n) -> a MATHJUDGE_DATA_DIR holding the first n rows of every data set."""
-    def make(n: int) -> Path:
-        root = tmp_path / "data"
-        for name in DATASETS:
-            rows = read_jsonl(shared_data / name / "test.jsonl")[:n]
-            (root / name).mkdir(parents=True, exist_ok=True)
-            with open(root / name / "test.jsonl", "w", encoding="utf-8") as fh:
-                fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-        return root
-    return make
+    return lambda n: write_data_slice(tmp_path / "data", n)
+
+
+@pytest.fixture(scope="module")
+def _module_scenarios(request, shared_data, tmp_path_factory):
+    """Starts every selected test's scenario of the module (its ``SCENARIOS`` table) side by side."""
+    from tests.e2e import Scenarios
+
+    table = request.module.SCENARIOS
+    with Scenarios() as scenarios:
+        for item in request.session.items:
+            if item.module is request.module and item.originalname in table and not _skipped(item):
+                params = item.callspec.params if hasattr(item, "callspec") else {}
+                scenarios.start(item.name, table[item.originalname], tmp_path_factory.mktemp("scenario"), params)
+        yield scenarios
+
+
+def _skipped(item) -> bool:
+    return any(m.name == "skip" or (m.name == "skipif" and m.args and m.args[0] is True) for m in item.iter_markers())
+
+
+@pytest.fixture
+def scenario(_module_scenarios, request):
+    """scenario() -> what this test's scenario returned (waits for it; re-raises what it raised)."""
+    return lambda: _module_scenarios.result(request.node.name)
 
 
 _real_connect = socket.socket.connect

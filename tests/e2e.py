@@ -6,8 +6,10 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 LM_EVAL = str(Path(sys.executable).with_name("lm_eval"))
 CANARY_KEY = "sk-canary-7f3d9c2b4a1e8f6d"
@@ -36,13 +38,48 @@ class Run:
 _INHERITED_PREFIXES = ("MATHJUDGE_", "OPENAI_", "AZURE_OPENAI_", "GOOGLE_", "GEMINI_")
 
 
-def run_lm_eval(args: list[str], env: dict[str, str], out_dir: Path, timeout: float = 300) -> Run:
+def run_lm_eval(args: list[str], env: dict[str, str], out_dir: Path, timeout: float = 600) -> Run:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
     full_env = {**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                 "TOKENIZERS_PARALLELISM": "false", **env}
     proc = subprocess.run([LM_EVAL, *args, "--output_path", str(out_dir)], env=full_env,
                           capture_output=True, text=True, timeout=timeout)
     return Run(proc.returncode, proc.stdout, proc.stderr, out_dir)
+
+
+def run_together(*calls: Callable[[], Any]) -> list:
+    """Run independent calls (each usually one lm_eval run) side by side; their results in order."""
+    with ThreadPoolExecutor(len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+        return [f.result() for f in futures]
+
+
+class Scenarios:
+    """A module's end-to-end scenarios, started together and awaited one per test.
+
+    An lm_eval run is mostly one busy core (lm-eval indexes its whole task folder at
+    start), and the scenarios of a module share nothing (own loopback servers, cache,
+    output folders), so running them side by side keeps every core busy. Each test
+    waits for its own scenario: what the scenario asserted fails that test.
+    """
+
+    WORKERS = 4
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(self.WORKERS, thread_name_prefix="scenario")
+        self._futures: dict[str, Future] = {}
+
+    def start(self, name: str, scenario: Callable[..., Any], tmp: Path, params: dict) -> None:
+        self._futures[name] = self._pool.submit(scenario, tmp, **params)
+
+    def result(self, name: str) -> Any:
+        return self._futures[name].result()
+
+    def __enter__(self) -> "Scenarios":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def boxed(text: str) -> str | None:

@@ -69,7 +69,7 @@ def expected_correct() -> dict[str, set[int]]:
             "gpt3-mixed": (right - set(sorted(right)[:4])) | set(wrong[10:16])}
 
 
-def run_cli(args: list[str], env: dict[str, str], out_dir: Path, cwd: Path, timeout: float = 300) -> Run:
+def run_cli(args: list[str], env: dict[str, str], out_dir: Path, cwd: Path, timeout: float = 600) -> Run:
     """tests.e2e.run_lm_eval, from another working directory (for relative replay paths)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
     full_env = {**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **env}

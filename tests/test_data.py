@@ -9,7 +9,7 @@ import pytest
 
 from lm_eval_mathjudge import data
 from lm_eval_mathjudge.errors import ConfigError
-from tests.conftest import REPO, read_jsonl
+from tests.conftest import REPO, read_jsonl, write_data_slice
 
 
 def _normalised(shared_data, name, process_docs, n=10):
@@ -90,13 +90,12 @@ def test_hub_failure_says_what_to_do():
     assert "MATHJUDGE_DATA_DIR" in message and "gsm8k/test.jsonl" in message and "HF_HUB_OFFLINE=1" in message
 
 
-def test_cli_results_record_the_local_file_and_the_judge_endpoint(data_slice, tmp_path):
-    import hashlib
-
+# The two CLI runs below run side by side (tests/e2e.py Scenarios); each test checks its own.
+def _local_file_run(tmp_path):
     from tests.e2e import CANARY_KEY, exact_match_judge, run_lm_eval
     from tests.loopback import ChatCompletionsServer
 
-    root = data_slice(4)
+    root = write_data_slice(tmp_path / "data", 4)
     answers = tmp_path / "answers.jsonl"  # a replay file: the gold answer for each of the 4 docs
     docs = read_jsonl(root / "gsm8k" / "test.jsonl")
     answers.write_text("".join(json.dumps({"question": d["question"],
@@ -108,6 +107,13 @@ def test_cli_results_record_the_local_file_and_the_judge_endpoint(data_slice, tm
                           {"MATHJUDGE_DATA_DIR": str(root), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
                            "OPENAI_API_KEY": CANARY_KEY}, tmp_path / "out")
         url = judge.url
+    return root, url, run
+
+
+def test_cli_results_record_the_local_file_and_the_judge_endpoint(scenario):
+    import hashlib
+
+    root, url, run = scenario()
     assert run.returncode == 0, run.stderr[-3000:]
     config = run.results()["configs"]["gsm8k_gpt4em"]
     local = root / "gsm8k" / "test.jsonl"
@@ -117,14 +123,22 @@ def test_cli_results_record_the_local_file_and_the_judge_endpoint(data_slice, tm
     assert config["metadata"]["judge"]["endpoint"] == url
 
 
-def test_cli_offline_without_a_data_dir_fails_fast_with_the_hint(tmp_path):
+def _no_data_dir_run(tmp_path):
     from tests.e2e import run_lm_eval
 
     replay = REPO / "examples" / "data" / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
-    run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={replay}",
-                       "--tasks", "gsm8k_gpt4em", "--metadata", json.dumps({"judge_backend": "local"})],
-                      {"HF_HOME": str(tmp_path / "hf")}, tmp_path / "out", timeout=240)
+    return run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={replay}",
+                        "--tasks", "gsm8k_gpt4em", "--metadata", json.dumps({"judge_backend": "local"})],
+                       {"HF_HOME": str(tmp_path / "hf")}, tmp_path / "out", timeout=240)
+
+
+def test_cli_offline_without_a_data_dir_fails_fast_with_the_hint(scenario):
+    run = scenario()
     assert run.returncode != 0 and "Running generate_until" not in run.stderr  # stopped while loading the task
     tail = run.stderr[-3000:]
     assert "cannot load openai/gsm8k from the Hugging Face hub" in tail, tail
     assert "MATHJUDGE_DATA_DIR" in tail and "gsm8k/test.jsonl" in tail and "HF_HUB_OFFLINE=1" in tail
+
+
+SCENARIOS = {"test_cli_results_record_the_local_file_and_the_judge_endpoint": _local_file_run,
+             "test_cli_offline_without_a_data_dir_fails_fast_with_the_hint": _no_data_dir_run}

@@ -1,4 +1,7 @@
-"""The real lm_eval CLI, end to end: a loopback model server, a loopback judge, GSM8K slices."""
+"""The real lm_eval CLI, end to end: a loopback model server, a loopback judge, GSM8K slices.
+
+The scenarios run side by side (tests/e2e.py Scenarios); each test checks its own.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +9,12 @@ import json
 
 import pytest
 
-from tests.conftest import read_jsonl
-from tests.e2e import CANARY_KEY, exact_match_judge, question_of, run_lm_eval
+from tests.conftest import SHARED_DATA, read_jsonl, write_data_slice
+from tests.e2e import CANARY_KEY, exact_match_judge, question_of, run_lm_eval, run_together
 from tests.loopback import ChatCompletionsServer
 
 N = 12
+QUICKSTART = SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
 
 
 def _model(gold_by_question: dict[str, str]):
@@ -24,9 +28,8 @@ def _model(gold_by_question: dict[str, str]):
     return respond
 
 
-@pytest.fixture
-def gsm8k_slice(data_slice):
-    root = data_slice(N)
+def _gsm8k_slice(tmp_path):
+    root = write_data_slice(tmp_path / "data", N)
     rows = read_jsonl(root / "gsm8k" / "test.jsonl")
     gold = {r["question"]: r["answer"].split("####")[-1].strip().replace(",", "") for r in rows}
     return root, gold
@@ -44,29 +47,36 @@ def _env(data_dir, cache_dir, **extra) -> dict[str, str]:
             "OPENAI_API_KEY": CANARY_KEY, **extra}
 
 
-@pytest.mark.e2e_versions
-def test_scores_match_the_judge_and_a_rerun_makes_no_judge_call(gsm8k_slice, tmp_path):
-    data_dir, gold = gsm8k_slice
-    expected = sum(1 for i in range(N) if i % 3 != 0) / N
+def _scores_runs(tmp_path):
+    data_dir, gold = _gsm8k_slice(tmp_path)
     with ChatCompletionsServer(_model(gold)) as model, ChatCompletionsServer(exact_match_judge) as judge:
         first = run_lm_eval(_args(model.chat_url, judge.url), _env(data_dir, tmp_path / "cache"), tmp_path / "out1")
         assert first.returncode == 0, first.stderr[-3000:]
-        assert judge.call_count == N
-        rerun = run_lm_eval(_args(model.chat_url, judge.url), _env(data_dir, tmp_path / "cache"), tmp_path / "out2")
-        assert rerun.returncode == 0, rerun.stderr[-3000:]
-        assert judge.call_count == N, "the rerun must be served from the judge cache"
+        assert judge.call_count == N and model.call_count == N
 
-        # A previous run's samples file replays without the model, and is judged from the cache.
+        # Side by side, both from the first run's cache: the same command again, and the first
+        # run's samples file replayed without the model.
         samples_file = max((tmp_path / "out1").rglob("samples_gsm8k_gpt4em_*.jsonl"))
-        calls_to_model = model.call_count
-        replay = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={samples_file}",
-                              "--tasks", "gsm8k_gpt4em", "--metadata", json.dumps({"judge_base_url": judge.url})],
-                             _env(data_dir, tmp_path / "cache"), tmp_path / "out3")
+        rerun, replay = run_together(
+            lambda: run_lm_eval(_args(model.chat_url, judge.url), _env(data_dir, tmp_path / "cache"),
+                                tmp_path / "out2"),
+            lambda: run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={samples_file}",
+                                 "--tasks", "gsm8k_gpt4em", "--metadata", json.dumps({"judge_base_url": judge.url})],
+                                _env(data_dir, tmp_path / "cache"), tmp_path / "out3"))
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
         assert replay.returncode == 0, replay.stderr[-3000:]
-        assert (model.call_count, judge.call_count) == (calls_to_model, N)
+        assert judge.call_count == N, "the rerun and the replay must be served from the judge cache"
+        assert model.call_count == 2 * N  # the rerun generates again; the replay never asks the model
+    return tmp_path, judge.requests, first, rerun, replay
+
+
+@pytest.mark.e2e_versions
+def test_scores_match_the_judge_and_a_rerun_makes_no_judge_call(scenario):
+    tmp_path, judge_requests, first, rerun, replay = scenario()
+    expected = sum(1 for i in range(N) if i % 3 != 0) / N
 
     # The judge saw the real key; nothing on disk or in the logs did.
-    assert all(r.headers.get("authorization") == f"Bearer {CANARY_KEY}" for r in judge.requests)
+    assert all(r.headers.get("authorization") == f"Bearer {CANARY_KEY}" for r in judge_requests)
     for run in (first, rerun, replay):
         metrics = run.results()["results"]["gsm8k_gpt4em"]
         assert metrics["gpt4_exact_match,none"] == pytest.approx(expected)
@@ -93,8 +103,8 @@ def test_scores_match_the_judge_and_a_rerun_makes_no_judge_call(gsm8k_slice, tmp
     assert judge_meta["run"]["judge_calls"] == N
 
 
-def test_off_contract_replies_are_counted_as_judge_failures(gsm8k_slice, tmp_path):
-    data_dir, gold = gsm8k_slice
+def _off_contract_run(tmp_path):
+    data_dir, gold = _gsm8k_slice(tmp_path)
     first_question = next(iter(gold))
 
     def judge_reply(body):
@@ -105,6 +115,11 @@ def test_off_contract_replies_are_counted_as_judge_failures(gsm8k_slice, tmp_pat
     with ChatCompletionsServer(_model(gold)) as model, ChatCompletionsServer(judge_reply) as judge:
         run = run_lm_eval(_args(model.chat_url, judge.url), _env(data_dir, tmp_path / "cache"), tmp_path / "out")
         assert judge.call_count == N + 1  # the off-contract reply was asked once more
+    return run
+
+
+def test_off_contract_replies_are_counted_as_judge_failures(scenario):
+    run = scenario()
     assert run.returncode == 0, run.stderr[-3000:]
     metrics = run.results()["results"]["gsm8k_gpt4em"]
     assert metrics["judge_failed,none"] == pytest.approx(1 / N)
@@ -115,9 +130,8 @@ def test_off_contract_replies_are_counted_as_judge_failures(gsm8k_slice, tmp_pat
     assert failed[0]["gpt4_exact_match"] == 0
 
 
-@pytest.mark.e2e_versions
-def test_transport_failure_stops_the_run_and_saved_generations_replay(gsm8k_slice, tmp_path):
-    data_dir, gold = gsm8k_slice
+def _transport_failure_runs(tmp_path):
+    data_dir, gold = _gsm8k_slice(tmp_path)
     cache = tmp_path / "cache"
     with ChatCompletionsServer(_model(gold)) as model, ChatCompletionsServer(exact_match_judge) as judge:
         judge.inject(status=503, times=10_000)
@@ -136,34 +150,50 @@ def test_transport_failure_stops_the_run_and_saved_generations_replay(gsm8k_slic
                               json.dumps({"judge_base_url": judge.url})], _env(data_dir, cache), tmp_path / "out2")
         assert replay.returncode == 0, replay.stderr[-3000:]
         assert model.call_count == calls_to_model
+    return replay
+
+
+@pytest.mark.e2e_versions
+def test_transport_failure_stops_the_run_and_saved_generations_replay(scenario):
+    replay = scenario()
     expected = sum(1 for i in range(N) if i % 3 != 0) / N
     assert replay.results()["results"]["gsm8k_gpt4em"]["gpt4_exact_match,none"] == pytest.approx(expected)
 
 
-@pytest.mark.e2e_versions
-def test_missing_key_fails_before_generation_and_predict_only_never_judges(gsm8k_slice, tmp_path, monkeypatch):
-    data_dir, gold = gsm8k_slice
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with ChatCompletionsServer(_model(gold)) as model, ChatCompletionsServer(exact_match_judge) as judge:
+def _missing_key_runs(tmp_path):
+    """Two independent runs side by side, each with its own model server (run_lm_eval passes no OPENAI_*)."""
+    data_dir, gold = _gsm8k_slice(tmp_path)
+    with ChatCompletionsServer(_model(gold)) as model, ChatCompletionsServer(_model(gold)) as predict_model, \
+            ChatCompletionsServer(exact_match_judge) as judge:
         env = _env(data_dir, tmp_path / "cache")
         del env["OPENAI_API_KEY"]
-        no_key = run_lm_eval(_args(model.chat_url, judge.url), env, tmp_path / "out1")
+        no_key, predict = run_together(
+            lambda: run_lm_eval(_args(model.chat_url, judge.url), env, tmp_path / "out1"),
+            lambda: run_lm_eval(_args(predict_model.chat_url, judge.url, "--predict_only"), env, tmp_path / "out2"))
         assert no_key.returncode != 0
         assert "OPENAI_API_KEY" in no_key.stderr and model.call_count == 0
 
-        predict = run_lm_eval(_args(model.chat_url, judge.url, "--predict_only"), env, tmp_path / "out2")
         assert predict.returncode == 0, predict.stderr[-3000:]
-        assert model.call_count == N and judge.call_count == 0
+        assert predict_model.call_count == N and judge.call_count == 0
 
 
 @pytest.mark.e2e_versions
-def test_quickstart_replays_real_outputs_through_the_local_judge(shared_data, tmp_path):
+def test_missing_key_fails_before_generation_and_predict_only_never_judges(scenario):
+    scenario()
+
+
+def _quickstart_run(tmp_path):
+    return run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={QUICKSTART}", "--tasks", "gsm8k_gpt4em",
+                        "--limit", "100", "--metadata", '{"judge_backend": "local"}', "--log_samples"],
+                       {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")},
+                       tmp_path / "out")
+
+
+@pytest.mark.e2e_versions
+def test_quickstart_replays_real_outputs_through_the_local_judge(scenario):
     """The README's first command: 100 real GPT-3 solutions, judged offline by math-verify."""
-    outputs = shared_data / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
-    run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={outputs}", "--tasks", "gsm8k_gpt4em",
-                       "--limit", "100", "--metadata", '{"judge_backend": "local"}', "--log_samples"],
-                      {"MATHJUDGE_DATA_DIR": str(shared_data), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")},
-                      tmp_path / "out")
+    outputs = QUICKSTART
+    run = scenario()
     assert run.returncode == 0, run.stderr[-3000:]
     metrics = run.results()["results"]["gsm8k_gpt4em"]
     assert metrics["gpt4_exact_match,none"] == pytest.approx(0.58)  # upstream labels: 58 of 100 correct
@@ -172,3 +202,10 @@ def test_quickstart_replays_real_outputs_through_the_local_judge(shared_data, tm
     verdicts = {s["doc_id"]: json.loads(s["filtered_resps"][0])["verdict"]["correct"]
                 for s in run.samples("gsm8k_gpt4em")}
     assert verdicts == labels
+
+
+SCENARIOS = {"test_scores_match_the_judge_and_a_rerun_makes_no_judge_call": _scores_runs,
+             "test_off_contract_replies_are_counted_as_judge_failures": _off_contract_run,
+             "test_transport_failure_stops_the_run_and_saved_generations_replay": _transport_failure_runs,
+             "test_missing_key_fails_before_generation_and_predict_only_never_judges": _missing_key_runs,
+             "test_quickstart_replays_real_outputs_through_the_local_judge": _quickstart_run}

@@ -2,7 +2,8 @@
 
 The model server answers from the gold answers (every third problem wrongly). The
 GPT4-EM judge is a loopback OpenAI-protocol server; the VLM judge a loopback
-Gemini server driven by the real google-genai SDK.
+Gemini server driven by the real google-genai SDK. The scenarios run side by side
+(tests/e2e.py Scenarios); each test checks its own.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 
 import pytest
 
-from tests.conftest import DATASETS, read_jsonl
+from tests.conftest import DATASETS, read_jsonl, write_data_slice
 from tests.e2e import CANARY_KEY, boxed, question_of, run_lm_eval
 from tests.loopback import ChatCompletionsServer, GeminiServer
 
@@ -66,11 +67,9 @@ def _exact_match_any(body: dict) -> str:
             f"the reference.\nFinal Verdict: {'Correct' if same else 'Incorrect'}")
 
 
-@pytest.mark.e2e_versions
-def test_all_ten_tasks_and_both_groups_run_offline(data_slice, tmp_path):
-    data_dir = data_slice(N)
+def _all_tasks_run(tmp_path):
+    data_dir = write_data_slice(tmp_path / "data", N)
     gold = _gold_answers(data_dir)
-    expected = 2 / 3  # with N = 3, per data set: doc 0 wrong, docs 1 and 2 right
     with ChatCompletionsServer(_model(gold)) as model, ChatCompletionsServer(_exact_match_any) as em_judge, \
             GeminiServer(_vlm_reply()) as vlm_judge:
         metadata = {"gpt4em_judge_base_url": em_judge.url, "vlm_judge_base_url": vlm_judge.url}
@@ -84,7 +83,13 @@ def test_all_ten_tasks_and_both_groups_run_offline(data_slice, tmp_path):
             tmp_path / "out")
         assert run.returncode == 0, run.stderr[-4000:]
         assert em_judge.call_count == 5 * N and vlm_judge.generate_calls == 5 * N
+    return tmp_path, run
 
+
+@pytest.mark.e2e_versions
+def test_all_ten_tasks_and_both_groups_run_offline(scenario):
+    tmp_path, run = scenario()
+    expected = 2 / 3  # with N = 3, per data set: doc 0 wrong, docs 1 and 2 right
     results = run.results()["results"]
     for task in TASKS:
         metric = "gpt4_exact_match" if task.endswith("gpt4em") else "final_correct"
@@ -116,11 +121,10 @@ def _media_judge(body: dict) -> str:
             f"EXPLANATION: The video shows the work ({', '.join(kinds) or 'no media'}); I watched it to the end.")
 
 
-def test_media_outputs_are_attached_uploaded_and_failed_per_file(data_slice, tmp_path):
-    """Replayed 'generations' that are an image, a large video and a missing file."""
+def _media_run(tmp_path):
     from tests import media_fixtures as fx
 
-    data_dir = data_slice(3)
+    data_dir = write_data_slice(tmp_path / "data", 3)
     questions = [r["question"] for r in read_jsonl(data_dir / "gsm8k" / "test.jsonl")]
     image, video, missing = tmp_path / "q0.png", tmp_path / "q1.mp4", tmp_path / "q2.mp4"
     image.write_bytes(fx.png(width=32, height=32))
@@ -140,7 +144,12 @@ def test_media_outputs_are_attached_uploaded_and_failed_per_file(data_slice, tmp
         [(mime, uploaded)] = judge.uploaded.values()
         assert mime == "video/mp4" and uploaded == video.read_bytes()
         assert list(judge.uploaded) == judge.deleted  # the upload was removed after judging
+    return missing, run
 
+
+def test_media_outputs_are_attached_uploaded_and_failed_per_file(scenario):
+    """Replayed 'generations' that are an image, a large video and a missing file."""
+    missing, run = scenario()
     metrics = run.results()["results"]["gsm8k_vlmjudge"]
     assert metrics["final_correct,none"] == pytest.approx(2 / 3)
     assert metrics["judge_failed,none"] == pytest.approx(1 / 3)
@@ -151,9 +160,8 @@ def test_media_outputs_are_attached_uploaded_and_failed_per_file(data_slice, tmp
     assert run.results()["configs"]["gsm8k_vlmjudge"]["metadata"]["judge"]["run"]["failures"] == {"media": 1}
 
 
-def test_a_judge_outage_in_a_group_keeps_every_tasks_generations(data_slice, tmp_path):
-    """lm-eval judges a group task by task; the first failure must not lose the others' generations."""
-    data_dir = data_slice(N)
+def _outage_runs(tmp_path):
+    data_dir = write_data_slice(tmp_path / "data", N)
     gold = _gold_answers(data_dir)
     env = {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
            "OPENAI_API_KEY": CANARY_KEY}
@@ -178,4 +186,15 @@ def test_a_judge_outage_in_a_group_keeps_every_tasks_generations(data_slice, tmp
                              env, tmp_path / "out2")
         assert replay.returncode == 0, replay.stderr[-4000:]
         assert model.call_count == model_calls and judge.call_count == 5 * N
+    return replay
+
+
+def test_a_judge_outage_in_a_group_keeps_every_tasks_generations(scenario):
+    """lm-eval judges a group task by task; the first failure must not lose the others' generations."""
+    replay = scenario()
     assert replay.results()["results"]["mathjudge_gpt4em"]["gpt4_exact_match,none"] == pytest.approx(2 / 3)
+
+
+SCENARIOS = {"test_all_ten_tasks_and_both_groups_run_offline": _all_tasks_run,
+             "test_media_outputs_are_attached_uploaded_and_failed_per_file": _media_run,
+             "test_a_judge_outage_in_a_group_keeps_every_tasks_generations": _outage_runs}

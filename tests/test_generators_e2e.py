@@ -6,6 +6,7 @@ The generators talk to a loopback OpenAI Images/Videos server through the real
 page (a 1024-byte MP4 payload for video) and gets it wrong with a red one
 (1000 bytes); the judge grades exactly that, so the expected scores are known.
 A rerun of the same command must make no generation call and no judge call.
+The four scenarios run side by side (tests/e2e.py Scenarios); each test checks its own.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import pytest
 
 from tests import media_fixtures as fx
-from tests.conftest import read_jsonl
+from tests.conftest import read_jsonl, write_data_slice
 from tests.e2e import CANARY_KEY, run_lm_eval
 from tests.loopback import GeminiServer
 from tests.loopback.openai_media_server import MODERATION, OpenAIMediaServer
@@ -84,8 +85,8 @@ def _no_canary(tmp_path, *runs) -> None:
         assert CANARY_KEY not in run.stdout + run.stderr
 
 
-def test_image_generator_scores_end_to_end_and_a_rerun_makes_no_call(data_slice, tmp_path):
-    data_dir = data_slice(N)
+def _image_runs(tmp_path):
+    data_dir = write_data_slice(tmp_path / "data", N)
     questions = [r["question"] for r in read_jsonl(data_dir / "gsm8k" / "test.jsonl")]
     answer = _by_question(questions, RIGHT_IMAGE, WRONG_IMAGE, MODERATION)
     with OpenAIMediaServer(image_responder=lambda body: answer(body["prompt"]), latency=0.05) as media, \
@@ -101,7 +102,11 @@ def test_image_generator_scores_end_to_end_and_a_rerun_makes_no_call(data_slice,
 
         second = _run("mathjudge-openai-image", args, judge, env, tmp_path / "out2")
         assert media.count("images") == N + 1 and judge.generate_calls == 2  # nothing new was paid for
+    return tmp_path, first, second
 
+
+def test_image_generator_scores_end_to_end_and_a_rerun_makes_no_call(scenario):
+    tmp_path, first, second = scenario()
     meta = _check_scores(first, "content_policy")
     generator = meta["generator"]
     assert generator["adapter"] == "mathjudge-openai-image" and generator["model"] == "gpt-image-1"
@@ -115,8 +120,8 @@ def test_image_generator_scores_end_to_end_and_a_rerun_makes_no_call(data_slice,
     _no_canary(tmp_path, first, second)
 
 
-def test_video_generator_scores_end_to_end_through_faults_and_a_rerun_makes_no_call(data_slice, tmp_path):
-    data_dir = data_slice(N)
+def _video_runs(tmp_path):
+    data_dir = write_data_slice(tmp_path / "data", N)
     questions = [r["question"] for r in read_jsonl(data_dir / "gsm8k" / "test.jsonl")]
     failed_job = {"video": b"", "fail": ("video_generation_failed", "The render failed.")}
     answer = _by_question(questions, RIGHT_VIDEO, WRONG_VIDEO, failed_job)
@@ -138,7 +143,11 @@ def test_video_generator_scores_end_to_end_through_faults_and_a_rerun_makes_no_c
         # the failed job is remembered: no create, poll or download at all, and no judge call
         assert (media.count("create"), media.count("poll"), media.count("download")) == calls
         assert judge.generate_calls == 2
+    return tmp_path, first, second
 
+
+def test_video_generator_scores_end_to_end_through_faults_and_a_rerun_makes_no_call(scenario):
+    tmp_path, first, second = scenario()
     meta = _check_scores(first, "job_failed")
     assert meta["generator"]["adapter"] == "mathjudge-sora" and meta["generator"]["options"] == {
         "seconds": "8", "size": "1280x720"}
@@ -147,8 +156,8 @@ def test_video_generator_scores_end_to_end_through_faults_and_a_rerun_makes_no_c
     _no_canary(tmp_path, first, second)
 
 
-def test_pregenerated_media_folder_scores_end_to_end(data_slice, tmp_path):
-    data_dir = data_slice(N)
+def _folder_runs(tmp_path):
+    data_dir = write_data_slice(tmp_path / "data", N)
     folder = tmp_path / "media" / TASK
     folder.mkdir(parents=True)
     (folder / "0.png").write_bytes(WRONG_IMAGE)
@@ -160,6 +169,11 @@ def test_pregenerated_media_folder_scores_end_to_end(data_slice, tmp_path):
         assert judge.generate_calls == 2
         second = _run("mathjudge-media", f"dir={tmp_path / 'media'}", judge, env, tmp_path / "out2")
         assert judge.generate_calls == 2
+    return first, second
+
+
+def test_pregenerated_media_folder_scores_end_to_end(scenario):
+    first, second = scenario()
     meta = _check_scores(first, "missing_media")
     assert meta["generator"]["run"] == {"requests": 3, "found": 2, "failures": {"missing_media": 1}}
     assert "2.{png,jpg" in json.loads(first.samples(TASK)[2]["filtered_resps"][0])["error"]
@@ -167,8 +181,8 @@ def test_pregenerated_media_folder_scores_end_to_end(data_slice, tmp_path):
     _check_scores(second, "missing_media")
 
 
-def test_a_fatal_generator_error_stops_the_run_and_the_rerun_pays_only_for_the_rest(data_slice, tmp_path):
-    data_dir = data_slice(N)
+def _fatal_runs(tmp_path):
+    data_dir = write_data_slice(tmp_path / "data", N)
     with OpenAIMediaServer(image_responder=lambda body: RIGHT_IMAGE) as media, GeminiServer(_judge) as judge:
         env = _env(data_dir, tmp_path, media)
         media.inject(None, at="images")  # the first image goes through ...
@@ -183,5 +197,16 @@ def test_a_fatal_generator_error_stops_the_run_and_the_rerun_pays_only_for_the_r
         rerun = run_lm_eval(args, env, tmp_path / "out2")
         assert rerun.returncode == 0, rerun.stderr[-4000:]
         assert media.count("images") == 2 + 2 and judge.generate_calls == N  # only the two missing images
+    return tmp_path, failed, rerun
+
+
+def test_a_fatal_generator_error_stops_the_run_and_the_rerun_pays_only_for_the_rest(scenario):
+    tmp_path, failed, rerun = scenario()
     assert rerun.results()["results"][TASK]["final_correct,none"] == 1.0
     _no_canary(tmp_path, failed, rerun)
+
+
+SCENARIOS = {"test_image_generator_scores_end_to_end_and_a_rerun_makes_no_call": _image_runs,
+             "test_video_generator_scores_end_to_end_through_faults_and_a_rerun_makes_no_call": _video_runs,
+             "test_pregenerated_media_folder_scores_end_to_end": _folder_runs,
+             "test_a_fatal_generator_error_stops_the_run_and_the_rerun_pays_only_for_the_rest": _fatal_runs}

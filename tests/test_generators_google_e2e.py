@@ -8,7 +8,8 @@ so the Vertex AI generators must not switch the judge to Vertex AI.
 
 Doc 0 gets the "wrong" picture or clip, doc 1 the "right" one, doc 2 a refusal
 of the kind each service sends; the judge grades by the attached bytes, so the
-scores are known: final_correct 1/3, judge_failed 1/3.
+scores are known: final_correct 1/3, judge_failed 1/3. The scenarios run side by side
+(tests/e2e.py Scenarios); each test checks its own.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 import pytest
 
 from tests import media_fixtures as fx
-from tests.conftest import read_jsonl
+from tests.conftest import read_jsonl, write_data_slice
 from tests.e2e import _INHERITED_PREFIXES, LM_EVAL, run_lm_eval
 from tests.loopback import GeminiServer
 from tests.loopback.google_media_server import GoogleMediaServer
@@ -91,9 +92,8 @@ def _check(run, failure_kind: str) -> dict:
     return run.results()["configs"][TASK]["metadata"]["generator"]
 
 
-@pytest.mark.parametrize("model, route, refusal, kind, extra", CASES)
-def test_generation_to_scores_and_a_free_rerun(data_slice, tmp_path, model, route, refusal, kind, extra):
-    data_dir = data_slice(N)
+def _generation_runs(tmp_path, model, route, refusal, kind, extra):
+    data_dir = write_data_slice(tmp_path / "data", N)
     adapter = "mathjudge-gemini-image"
     with GoogleMediaServer(_media(_questions(data_dir), refusal)) as media, GeminiServer(_judge) as judge:
         env = _env(data_dir, tmp_path, media)
@@ -111,12 +111,17 @@ def test_generation_to_scores_and_a_free_rerun(data_slice, tmp_path, model, rout
         generator = _check(second, kind)
         assert len(media.requests) == before and judge.generate_calls == 2  # nothing paid twice
         assert generator["run"]["generation_calls"] == 0 and generator["run"]["reused_files"] == 2
+    return tmp_path, first, second
+
+
+@pytest.mark.parametrize("model, route, refusal, kind, extra", CASES)
+def test_generation_to_scores_and_a_free_rerun(scenario, model, route, refusal, kind, extra):
+    tmp_path, first, second = scenario()
     _no_canary(tmp_path, first, second)
 
 
-def test_veo_killed_while_polling_resumes_the_same_operations_then_reruns_free(data_slice, tmp_path):
-    """SIGKILL mid-poll, rerun (polls the recorded operations, scores), rerun again (no call at all)."""
-    data_dir = data_slice(N)
+def _veo_runs(tmp_path):
+    data_dir = write_data_slice(tmp_path / "data", N)
     refusal = {"error": {"code": 3, "message": "The prompt violates Vertex AI's usage guidelines."}, "polls": 10_000}
     with GoogleMediaServer(_media(_questions(data_dir), refusal, polls=10_000)) as media, \
             GeminiServer(_judge) as judge:
@@ -140,6 +145,12 @@ def test_veo_killed_while_polling_resumes_the_same_operations_then_reruns_free(d
         generator = _check(again, "content_policy")
         assert len(media.requests) == before and judge.generate_calls == 2
         assert generator["run"]["generation_calls"] == 0 and generator["run"]["reused_files"] == 2
+    return tmp_path, resumed, again
+
+
+def test_veo_killed_while_polling_resumes_the_same_operations_then_reruns_free(scenario):
+    """SIGKILL mid-poll, rerun (polls the recorded operations, scores), rerun again (no call at all)."""
+    tmp_path, resumed, again = scenario()
     _no_canary(tmp_path, resumed, again)
 
 
@@ -150,7 +161,7 @@ def _kill_once_polling(args: list[str], env: dict, out, media: GoogleMediaServer
                             env={**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 480
         while not (len(media.operation_names()) == N and all(media.fetches(n) >= 2 for n in media.operation_names())):
             assert proc.poll() is None and time.monotonic() < deadline, "lm_eval never got to polling"
             time.sleep(0.05)
@@ -165,3 +176,7 @@ def _no_canary(tmp_path, *runs) -> None:
             assert CANARY.encode() not in path.read_bytes(), path
     for run in runs:
         assert CANARY not in run.stdout + run.stderr
+
+
+SCENARIOS = {"test_generation_to_scores_and_a_free_rerun": _generation_runs,
+             "test_veo_killed_while_polling_resumes_the_same_operations_then_reruns_free": _veo_runs}

@@ -1,5 +1,6 @@
 """Hostile input through the real lm_eval CLI: invalid Unicode, echoed secrets, credentials in metadata,
-a damaged cache. Generations come from replay files (no model server needed)."""
+a damaged cache. Generations come from replay files (no model server needed). The scenarios run
+side by side (tests/e2e.py Scenarios); each test checks its own."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import read_jsonl
+from tests.conftest import read_jsonl, write_data_slice
 from tests.e2e import CANARY_KEY, exact_match_judge, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 
@@ -20,9 +21,8 @@ BASIC = "Basic " + base64.b64encode(b"alice:hunter2-basic-secret").decode()
 JUDGE_MODELS = ("gpt-4-turbo-2024-04-09",)  # what a preflight model lookup expects to find
 
 
-@pytest.fixture
-def gsm8k(data_slice):
-    root = data_slice(N)
+def _gsm8k(tmp_path: Path):
+    root = write_data_slice(tmp_path / "data", N)
     rows = read_jsonl(root / "gsm8k" / "test.jsonl")
     return root, [(r["question"], r["answer"].split("####")[-1].strip().replace(",", "")) for r in rows]
 
@@ -53,11 +53,15 @@ def _nothing_leaked(root: Path, *runs, secrets=(CANARY_KEY, BASIC.split()[1])) -
                 assert secret.encode() not in data, path
 
 
-def test_a_lone_surrogate_in_one_response_is_judged_like_any_other(gsm8k, tmp_path):
-    data_dir, rows = gsm8k
+def _surrogate_run(tmp_path):
+    data_dir, rows = _gsm8k(tmp_path)
     replay = _replay_file(tmp_path / "replay.jsonl", rows)
-    run = _run(replay, {"judge_backend": "local"},
-               {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")}, tmp_path / "out")
+    return _run(replay, {"judge_backend": "local"},
+                {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")}, tmp_path / "out")
+
+
+def test_a_lone_surrogate_in_one_response_is_judged_like_any_other(scenario):
+    run = scenario()
     assert run.returncode == 0, run.stderr[-3000:]
     metrics = run.results()["results"][TASK]
     assert metrics["gpt4_exact_match,none"] == 1.0 and metrics["judge_failed,none"] == 0
@@ -66,9 +70,8 @@ def test_a_lone_surrogate_in_one_response_is_judged_like_any_other(gsm8k, tmp_pa
     assert "\ufffd" in json.loads(samples[2]["filtered_resps"][0])["response"]
 
 
-def test_the_rescue_path_writes_a_complete_private_file_and_errors_are_scrubbed(gsm8k, tmp_path):
-    """The judge is down and echoes the key and an Authorization header in its error bodies."""
-    data_dir, rows = gsm8k
+def _rescue_run(tmp_path):
+    data_dir, rows = _gsm8k(tmp_path)
     replay = _replay_file(tmp_path / "replay.jsonl", rows)
     cache = tmp_path / "cache"
 
@@ -80,6 +83,13 @@ def test_the_rescue_path_writes_a_complete_private_file_and_errors_are_scrubbed(
         run = _run(replay, {"judge_base_url": judge.url, "judge_max_retries": 1},
                    {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(cache),
                     "OPENAI_API_KEY": CANARY_KEY}, tmp_path / "out")
+    return tmp_path, rows, run
+
+
+def test_the_rescue_path_writes_a_complete_private_file_and_errors_are_scrubbed(scenario):
+    """The judge is down and echoes the key and an Authorization header in its error bodies."""
+    tmp_path, rows, run = scenario()
+    cache = tmp_path / "cache"
     assert run.returncode != 0
     assert f"{N} of {N} samples got no verdict" in run.stderr and "overloaded" in run.stderr
     [saved] = (cache / "generations").glob("generations-*.jsonl")
@@ -92,8 +102,8 @@ def test_the_rescue_path_writes_a_complete_private_file_and_errors_are_scrubbed(
     _nothing_leaked(tmp_path, run)
 
 
-def test_secrets_echoed_by_the_judge_never_reach_the_cache_samples_or_logs(gsm8k, tmp_path):
-    data_dir, rows = gsm8k
+def _echo_run(tmp_path):
+    data_dir, rows = _gsm8k(tmp_path)
     replay = _replay_file(tmp_path / "replay.jsonl", rows, broken=None)
     seen: set[str] = set()
 
@@ -111,6 +121,11 @@ def test_secrets_echoed_by_the_judge_never_reach_the_cache_samples_or_logs(gsm8k
     with ChatCompletionsServer(echoing, models=JUDGE_MODELS) as judge:
         run = _run(replay, {"judge_base_url": judge.url, "judge_max_retries": 2}, env, tmp_path / "out")
         assert judge.call_count == 2 * N  # one 500 and one retry per sample
+    return tmp_path, run
+
+
+def test_secrets_echoed_by_the_judge_never_reach_the_cache_samples_or_logs(scenario):
+    tmp_path, run = scenario()
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.results()["results"][TASK]["gpt4_exact_match,none"] == 1.0
     raw = [json.loads(s["filtered_resps"][0])["raw_reply"] for s in run.samples(TASK)]
@@ -125,11 +140,8 @@ def test_secrets_echoed_by_the_judge_never_reach_the_cache_samples_or_logs(gsm8k
                  id="url-api-key"),
     pytest.param({"judge_base_url": f"http://127.0.0.1:9/v1?key={CANARY_KEY}"}, "judge_base_url", id="url-key"),
 ])
-def test_credentials_in_metadata_stop_the_run_before_anything_is_written(gsm8k, tmp_path, metadata, named):
-    data_dir, rows = gsm8k
-    replay = _replay_file(tmp_path / "replay.jsonl", rows, broken=None)
-    run = _run(replay, {"judge_backend": "local", **metadata},
-               {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")}, tmp_path / "out")
+def test_credentials_in_metadata_stop_the_run_before_anything_is_written(scenario, metadata, named):
+    tmp_path, run = scenario()
     assert run.returncode != 0
     assert named in run.stderr and "environment variable" in run.stderr
     assert not list((tmp_path / "out").rglob("results_*.json"))
@@ -137,8 +149,16 @@ def test_credentials_in_metadata_stop_the_run_before_anything_is_written(gsm8k, 
     _nothing_leaked(tmp_path / "cache", secrets=(CANARY_KEY,))
 
 
-def test_a_damaged_cache_is_moved_aside_before_judging_and_the_run_goes_on(gsm8k, tmp_path):
-    data_dir, rows = gsm8k
+def _credentials_run(tmp_path, metadata, named):
+    data_dir, rows = _gsm8k(tmp_path)
+    replay = _replay_file(tmp_path / "replay.jsonl", rows, broken=None)
+    return tmp_path, _run(replay, {"judge_backend": "local", **metadata},
+                          {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")},
+                          tmp_path / "out")
+
+
+def _damaged_run(tmp_path):
+    data_dir, rows = _gsm8k(tmp_path)
     replay = _replay_file(tmp_path / "replay.jsonl", rows, broken=None)
     cache = tmp_path / "cache"
     cache.mkdir()
@@ -146,6 +166,11 @@ def test_a_damaged_cache_is_moved_aside_before_judging_and_the_run_goes_on(gsm8k
     (cache / "judge_cache.sqlite3").write_bytes(damaged)
     run = _run(replay, {"judge_backend": "local"}, {"MATHJUDGE_DATA_DIR": str(data_dir),
                                                     "MATHJUDGE_CACHE_DIR": str(cache)}, tmp_path / "out")
+    return cache, damaged, run
+
+
+def test_a_damaged_cache_is_moved_aside_before_judging_and_the_run_goes_on(scenario):
+    cache, damaged, run = scenario()
     assert run.returncode == 0, run.stderr[-3000:]
     [moved] = [p for p in cache.iterdir() if ".damaged-" in p.name]
     assert moved.read_bytes() == damaged
@@ -159,10 +184,8 @@ def _backends_have_preflight() -> bool:
     return hasattr(OpenAIChatBackend, "preflight")
 
 
-@pytest.mark.skipif(not _backends_have_preflight(), reason="the openai backend has no preflight() yet")
-def test_a_wrong_judge_model_is_found_before_any_generation(gsm8k, tmp_path):
-    """The judge's preflight runs where lm-eval builds the requests: before the model generates anything."""
-    data_dir, rows = gsm8k
+def _wrong_model_run(tmp_path):
+    data_dir, rows = _gsm8k(tmp_path)
 
     def model(body):
         return "\\boxed{1}"
@@ -178,3 +201,17 @@ def test_a_wrong_judge_model_is_found_before_any_generation(gsm8k, tmp_path):
         assert run.returncode != 0
         assert generator.call_count == 0 and judge.call_count == 0  # no generation, no paid judge call
         assert judge.url.split("//")[1].split("/")[0] in run.stderr  # the message names the endpoint
+
+
+@pytest.mark.skipif(not _backends_have_preflight(), reason="the openai backend has no preflight() yet")
+def test_a_wrong_judge_model_is_found_before_any_generation(scenario):
+    """The judge's preflight runs where lm-eval builds the requests: before the model generates anything."""
+    scenario()
+
+
+SCENARIOS = {"test_a_lone_surrogate_in_one_response_is_judged_like_any_other": _surrogate_run,
+             "test_the_rescue_path_writes_a_complete_private_file_and_errors_are_scrubbed": _rescue_run,
+             "test_secrets_echoed_by_the_judge_never_reach_the_cache_samples_or_logs": _echo_run,
+             "test_credentials_in_metadata_stop_the_run_before_anything_is_written": _credentials_run,
+             "test_a_damaged_cache_is_moved_aside_before_judging_and_the_run_goes_on": _damaged_run,
+             "test_a_wrong_judge_model_is_found_before_any_generation": _wrong_model_run}

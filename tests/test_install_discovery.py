@@ -2,7 +2,8 @@
 
 Each venv gets this project installed by pip (wheel or editable) and borrows
 the already-installed dependencies through a path file, so no download is
-needed. Then the plain ``lm_eval`` console script must find gsm8k_gpt4em.
+needed. Then the plain ``lm_eval`` console script must find gsm8k_gpt4em. The two installs
+run side by side (tests/e2e.py Scenarios); each test checks its own.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.e2e import run_together
 
 TASK = "gsm8k_gpt4em"
 
@@ -48,11 +50,10 @@ def _run(bin_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     full_env = {k: v for k, v in os.environ.items() if k != "MATHJUDGE_NO_AUTOLOAD"}
     full_env.update({"HF_HUB_OFFLINE": "1", "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", **env})
     return subprocess.run([str(bin_dir / args[0]), *args[1:]], capture_output=True, text=True,
-                          env=full_env, cwd=bin_dir.parent, timeout=300)
+                          env=full_env, cwd=bin_dir.parent, timeout=600)
 
 
-@pytest.mark.e2e_versions
-def test_wheel_install_lists_the_task_and_uninstall_removes_the_hook(tmp_path):
+def _wheel_install(tmp_path):
     bin_dir = _make_venv(tmp_path / "venv", "wheel")
     listed = _run(bin_dir, "lm_eval", "ls", "tasks")
     assert listed.returncode == 0, listed.stderr[-2000:]
@@ -67,22 +68,33 @@ def test_wheel_install_lists_the_task_and_uninstall_removes_the_hook(tmp_path):
 
 
 @pytest.mark.e2e_versions
-def test_editable_install_validates_with_opt_out_and_include_path_fallback(tmp_path):
+def test_wheel_install_lists_the_task_and_uninstall_removes_the_hook(scenario):
+    scenario()
+
+
+def _editable_install(tmp_path):
     bin_dir = _make_venv(tmp_path / "venv", "editable")
-    found = _run(bin_dir, "lm_eval", "validate", "--tasks", TASK)
+    tasks_dir = _run(bin_dir, "python", "-m", "lm_eval_mathjudge", "tasks-dir").stdout.strip()
+    assert Path(tasks_dir) == REPO / "task_configs"  # editable: the live source folder
+    # Three independent lm_eval commands (each indexes lm-eval's task folder), side by side.
+    found, hidden, explicit = run_together(
+        lambda: _run(bin_dir, "lm_eval", "validate", "--tasks", TASK),
+        # Absence is checked with `ls tasks`: lm-eval 0.5.0.dev1's `validate` accepts any task name.
+        lambda: _run(bin_dir, "lm_eval", "ls", "tasks", MATHJUDGE_NO_AUTOLOAD="1"),
+        lambda: _run(bin_dir, "lm_eval", "ls", "tasks", "--include_path", tasks_dir, MATHJUDGE_NO_AUTOLOAD="1"))
     assert found.returncode == 0, found.stderr[-2000:]
     assert "All tasks found and valid" in found.stdout + found.stderr
 
-    # Absence is checked with `ls tasks`: lm-eval 0.5.0.dev1's `validate` accepts any task name.
-    hidden = _run(bin_dir, "lm_eval", "ls", "tasks", MATHJUDGE_NO_AUTOLOAD="1")
     assert hidden.returncode == 0, hidden.stderr[-2000:]
     assert f"|{TASK} " not in hidden.stdout
 
-    tasks_dir = _run(bin_dir, "python", "-m", "lm_eval_mathjudge", "tasks-dir").stdout.strip()
-    assert Path(tasks_dir) == REPO / "task_configs"  # editable: the live source folder
-    explicit = _run(bin_dir, "lm_eval", "ls", "tasks", "--include_path", tasks_dir, MATHJUDGE_NO_AUTOLOAD="1")
     assert explicit.returncode == 0, explicit.stderr[-2000:]
     assert f"|{TASK} " in explicit.stdout
+
+
+@pytest.mark.e2e_versions
+def test_editable_install_validates_with_opt_out_and_include_path_fallback(scenario):
+    scenario()
 
 
 @pytest.mark.parametrize("broken", ["missing package", "exploding hook"])
@@ -100,3 +112,7 @@ def test_a_broken_hook_never_breaks_the_interpreter(tmp_path, broken):
     code = f"import site; site.addsitedir({str(site)!r}); print('alive')"
     proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "alive" and proc.stderr == ""
+
+
+SCENARIOS = {"test_wheel_install_lists_the_task_and_uninstall_removes_the_hook": _wheel_install,
+             "test_editable_install_validates_with_opt_out_and_include_path_fallback": _editable_install}

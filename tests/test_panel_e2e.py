@@ -4,7 +4,8 @@ Real GPT-3 solutions to GSM8K are replayed (no model server); the panel is the
 offline math-verify judge plus loopback OpenAI-protocol judges, reached through
 the real ``openai`` SDK. The math-verify judge agrees with the upstream labels
 of the replayed file on every sample (tests/test_e2e_gsm8k.py), so each
-member's verdict, and each combination, is known in advance.
+member's verdict, and each combination, is known in advance. The scenarios run side by
+side (tests/e2e.py Scenarios); each test checks its own.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 
 import pytest
 
-from tests.conftest import read_jsonl
+from tests.conftest import SHARED_DATA, read_jsonl
 from tests.e2e import CANARY_KEY, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 
@@ -22,11 +23,15 @@ N = 16
 TASK = "gsm8k_gpt4em"
 
 
+def _replayed():
+    outputs = SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
+    rows = read_jsonl(outputs)[:N]
+    return SHARED_DATA, outputs, {r["doc_id"]: bool(r["is_correct"]) for r in rows}, rows
+
+
 @pytest.fixture
 def replayed(shared_data):
-    outputs = shared_data / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
-    rows = read_jsonl(outputs)[:N]
-    return shared_data, outputs, {r["doc_id"]: bool(r["is_correct"]) for r in rows}, rows
+    return _replayed()
 
 
 def _doc_of(body: dict, rows: list[dict]) -> int:
@@ -59,8 +64,8 @@ def _records(run) -> dict[int, dict]:
     return {s["doc_id"]: {**json.loads(s["filtered_resps"][0]), "_sample": s} for s in run.samples(TASK)}
 
 
-def test_panel_majority_keeps_every_member_verdict_and_reports_agreement(replayed, tmp_path):
-    data_dir, outputs, labels, rows = replayed
+def _majority_run(tmp_path):
+    data_dir, outputs, labels, rows = _replayed()
     with ChatCompletionsServer(_judges(rows), models=["judge-yes", "judge-even"]) as judge:
         metadata = {"judge_base_url": judge.url, "judge_panel": [
             {"backend": "local"}, {"model": "judge-yes"}, {"model": "judge-even"}]}
@@ -68,7 +73,12 @@ def test_panel_majority_keeps_every_member_verdict_and_reports_agreement(replaye
         assert run.returncode == 0, run.stderr[-3000:]
         assert judge.call_count == 2 * N  # each LLM member judged every sample once
         assert {r.body["model"] for r in judge.requests if r.method == "POST"} == {"judge-yes", "judge-even"}
+    return tmp_path, run
 
+
+def test_panel_majority_keeps_every_member_verdict_and_reports_agreement(replayed, scenario):
+    _, _, labels, _ = replayed
+    tmp_path, run = scenario()
     votes = {d: [labels[d], True, d % 2 == 0] for d in labels}
     expected = {d: sum(v) >= 2 for d, v in votes.items()}
     records = _records(run)
@@ -104,8 +114,8 @@ def test_panel_majority_keeps_every_member_verdict_and_reports_agreement(replaye
             assert CANARY_KEY.encode() not in path.read_bytes(), path
 
 
-def test_panel_ties_and_a_member_that_is_down_are_counted_failures(replayed, tmp_path):
-    data_dir, outputs, labels, rows = replayed
+def _tie_and_down_runs(tmp_path):
+    data_dir, outputs, labels, rows = _replayed()
     with ChatCompletionsServer(_judges(rows), models=["judge-even"]) as judge:
         tie = _run(outputs, data_dir, tmp_path, "tie", {
             "judge_base_url": judge.url, "judge_panel": [{"backend": "local"}, {"model": "judge-even"}]})
@@ -116,7 +126,12 @@ def test_panel_ties_and_a_member_that_is_down_are_counted_failures(replayed, tmp
             "judge_base_url": judge.url, "judge_max_retries": 0,
             "judge_panel": [{"backend": "local"}, {"model": "judge-even"}]})
         assert down.returncode == 0, down.stderr[-3000:]
+    return tie, down
 
+
+def test_panel_ties_and_a_member_that_is_down_are_counted_failures(replayed, scenario):
+    _, _, labels, _ = replayed
+    tie, down = scenario()
     # Two members: agreeing samples are decided, disagreeing ones are ties (never a guess).
     disagree = {d for d in labels if labels[d] != (d % 2 == 0)}
     assert disagree and len(disagree) < N
@@ -143,21 +158,26 @@ def test_panel_ties_and_a_member_that_is_down_are_counted_failures(replayed, tmp
     assert "could not be reached for" in down.stderr
 
 
-def test_panel_min_one_tolerates_a_member_that_is_down(replayed, tmp_path):
-    data_dir, outputs, labels, rows = replayed
+def _min_one_run(tmp_path):
+    data_dir, outputs, labels, rows = _replayed()
     with ChatCompletionsServer(_judges(rows), models=["judge-even"]) as judge:
         judge.inject(status=503, times=N)
-        run = _run(outputs, data_dir, tmp_path, "out", {
+        return _run(outputs, data_dir, tmp_path, "out", {
             "judge_base_url": judge.url, "judge_max_retries": 0, "judge_panel_min": 1,
             "judge_panel": [{"backend": "local"}, {"model": "judge-even"}]})
+
+
+def test_panel_min_one_tolerates_a_member_that_is_down(replayed, scenario):
+    _, _, labels, _ = replayed
+    run = scenario()
     assert run.returncode == 0, run.stderr[-3000:]
     metrics = run.results()["results"][TASK]
     assert metrics["gpt4_exact_match,none"] == pytest.approx(sum(labels.values()) / N)
     assert metrics["judge_failed,none"] == 0
 
 
-def test_cascade_sends_only_rejected_samples_to_the_llm_judge(replayed, tmp_path):
-    data_dir, outputs, labels, rows = replayed
+def _cascade_runs(tmp_path):
+    data_dir, outputs, labels, rows = _replayed()
     with ChatCompletionsServer(_judges(rows), models=["judge-even"]) as judge:
         run = _run(outputs, data_dir, tmp_path, "out", {"judge_base_url": judge.url, "judge_model": "judge-even",
                                                         "judge_cascade": True})
@@ -167,7 +187,12 @@ def test_cascade_sends_only_rejected_samples_to_the_llm_judge(replayed, tmp_path
                                                             "judge_model": "judge-even", "judge_cascade": True})
         assert rerun.returncode == 0, rerun.stderr[-3000:]
         assert judge.call_count == len(asked), "the rerun is served from the cache"
+    return run, asked
 
+
+def test_cascade_sends_only_rejected_samples_to_the_llm_judge(replayed, scenario):
+    _, _, labels, _ = replayed
+    run, asked = scenario()
     rejected = sorted(d for d, ok in labels.items() if not ok)
     assert asked == rejected  # the LLM judge saw exactly the samples the rule did not accept
     expected = {d: ok or d % 2 == 0 for d, ok in labels.items()}
@@ -193,11 +218,15 @@ def test_cascade_sends_only_rejected_samples_to_the_llm_judge(replayed, tmp_path
     ({"judge_panel": [{"backend": "local"}, {"backend": "openai"}], "judge_panel_rule": "most"},
      "judge_panel_rule='most' must be one of majority, unanimous"),
 ])
-def test_bad_panel_or_cascade_settings_are_refused_before_anything_runs(replayed, tmp_path, metadata, message):
-    data_dir, outputs, _, _ = replayed
-    run = _run(outputs, data_dir, tmp_path, "out", metadata)
+def test_bad_panel_or_cascade_settings_are_refused_before_anything_runs(scenario, metadata, message):
+    tmp_path, run = scenario()
     assert run.returncode != 0 and message in run.stderr
     assert not list((tmp_path / "out").rglob("results_*.json"))
+
+
+def _bad_settings_run(tmp_path, metadata, message):
+    data_dir, outputs, _, _ = _replayed()
+    return tmp_path, _run(outputs, data_dir, tmp_path, "out", metadata)
 
 
 def _texts(body: dict) -> str:
@@ -208,8 +237,8 @@ def _texts(body: dict) -> str:
     return "\n".join(parts)
 
 
-def test_vlm_panel_takes_the_majority_of_each_score_separately(replayed, tmp_path):
-    data_dir, outputs, labels, rows = replayed
+def _vlm_panel_run(tmp_path):
+    data_dir, outputs, labels, rows = _replayed()
 
     def respond(body: dict) -> str:
         text = _texts(body)
@@ -229,7 +258,12 @@ def test_vlm_panel_takes_the_majority_of_each_score_separately(replayed, tmp_pat
                            "OPENAI_API_KEY": CANARY_KEY}, tmp_path / "out")
         assert run.returncode == 0, run.stderr[-3000:]
         assert judge.call_count == 3 * N
+    return run
 
+
+def test_vlm_panel_takes_the_majority_of_each_score_separately(replayed, scenario):
+    _, _, labels, _ = replayed
+    run = scenario()
     final = {d: (int(ok) + 1 + (d % 2 == 0)) >= 2 for d, ok in labels.items()}
     inter = {d: ok and d % 2 == 0 for d, ok in labels.items()}
     action = {d: d % 3 == 0 for d in labels}
@@ -244,3 +278,11 @@ def test_vlm_panel_takes_the_majority_of_each_score_separately(replayed, tmp_pat
         assert record["panel"][1]["verdict"]["action_reflection"] == 1
     agreement = run.results()["configs"]["gsm8k_vlmjudge"]["metadata"]["judge"]["run"]["panel"]["agreement"]
     assert set(agreement) == {"intermediate_correct", "final_correct", "action_reflection"}
+
+
+SCENARIOS = {"test_panel_majority_keeps_every_member_verdict_and_reports_agreement": _majority_run,
+             "test_panel_ties_and_a_member_that_is_down_are_counted_failures": _tie_and_down_runs,
+             "test_panel_min_one_tolerates_a_member_that_is_down": _min_one_run,
+             "test_cascade_sends_only_rejected_samples_to_the_llm_judge": _cascade_runs,
+             "test_bad_panel_or_cascade_settings_are_refused_before_anything_runs": _bad_settings_run,
+             "test_vlm_panel_takes_the_majority_of_each_score_separately": _vlm_panel_run}

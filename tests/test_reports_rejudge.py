@@ -21,7 +21,7 @@ from lm_eval.utils import get_file_task_name, get_results_filenames, get_sample_
 
 from lm_eval_mathjudge.__main__ import main
 from tests.conftest import SHARED_DATA, read_jsonl
-from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY
+from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, run_together
 from tests.loopback import ChatCompletionsServer
 from tests.reports_fixtures import BUILTIN_LIMIT, three_runs
 
@@ -55,20 +55,37 @@ def _final_number(text: str) -> float | None:
 def _mathjudge(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
     return subprocess.run([MATHJUDGE, *args], env={**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
-def rejudged(runs, tmp_path_factory):
-    """gpt3-mixed's samples, judged again by the tolerant loopback judge."""
-    out = tmp_path_factory.mktemp("rejudged")
+def rejudge_runs(runs, tmp_path_factory):
+    """Both rejudge commands of this module, side by side (each is one CLI process that loads lm-eval's tasks).
+
+    ``rejudged``: gpt3-mixed's samples, judged again by the tolerant loopback judge;
+    ``builtin``: the built-in predict-only gsm8k run, judged by the local judge.
+    """
+    out, builtin = tmp_path_factory.mktemp("rejudged"), tmp_path_factory.mktemp("builtin_rejudged")
+    source = next(runs.builtin_dir.rglob("samples_gsm8k_*.jsonl"))
     with ChatCompletionsServer(tolerant_judge, models=(JUDGE_MODEL,)) as judge:
-        proc = _mathjudge(["rejudge", str(runs.samples_file("gpt3-mixed")), "--output_path", str(out),
-                           "--judge", f"openai:{JUDGE_MODEL}", "--metadata", json.dumps({"judge_base_url": judge.url})],
-                          {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(out / "cache"),
-                           "OPENAI_API_KEY": CANARY_KEY})
+        proc, builtin_proc = run_together(
+            lambda: _mathjudge(["rejudge", str(runs.samples_file("gpt3-mixed")), "--output_path", str(out),
+                                "--judge", f"openai:{JUDGE_MODEL}",
+                                "--metadata", json.dumps({"judge_base_url": judge.url})],
+                               {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(out / "cache"),
+                                "OPENAI_API_KEY": CANARY_KEY}),
+            lambda: _mathjudge(["rejudge", str(source), "--output_path", str(builtin), "--judge", "local"],
+                               {"MATHJUDGE_DATA_DIR": str(SHARED_DATA),
+                                "MATHJUDGE_CACHE_DIR": str(builtin / "cache")}))
         calls = judge.call_count
         auth = {r.headers.get("authorization") for r in judge.requests}
+    return {"rejudged": (out, proc, calls, auth), "builtin": (builtin, builtin_proc)}
+
+
+@pytest.fixture(scope="module")
+def rejudged(rejudge_runs):
+    """gpt3-mixed's samples, judged again by the tolerant loopback judge."""
+    out, proc, calls, auth = rejudge_runs["rejudged"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, proc, calls, auth
 
@@ -125,23 +142,21 @@ def test_agreement_of_the_two_judges_and_the_leaderboard_refuses_them_side_by_si
     assert rows["gpt3-mixed.jsonl"]["judge"] == "openai:tolerant-judge" and rows["gpt3-mixed.jsonl"]["rank"] == "1"
 
 
-def test_builtin_predict_only_gsm8k_run_is_judged_as_gsm8k_gpt4em(runs, tmp_path, capsys):
-    source = next(runs.builtin_dir.rglob("samples_gsm8k_*.jsonl"))
-    proc = _mathjudge(["rejudge", str(source), "--output_path", str(tmp_path), "--judge", "local"],
-                      {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")})
+def test_builtin_predict_only_gsm8k_run_is_judged_as_gsm8k_gpt4em(runs, rejudge_runs, tmp_path, capsys):
+    out, proc = rejudge_runs["builtin"]
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads(next(tmp_path.rglob("results_*.json")).read_text())
+    results = json.loads(next(out.rglob("results_*.json")).read_text())
     assert results["model_name"] == "gpt3-verifier.jsonl"
     assert results["n-samples"]["gsm8k_gpt4em"]["effective"] == BUILTIN_LIMIT
     labels = read_jsonl(LABELS)[:BUILTIN_LIMIT]
     metric = results["results"]["gsm8k_gpt4em"]["gpt4_exact_match,none"]
     assert metric == pytest.approx(sum(r["is_correct"] for r in labels) / BUILTIN_LIMIT)
     # verdict by verdict, matched by question text
-    assert main(["agreement", str(tmp_path), "--labels", str(LABELS), "--label-field", "is_correct", "--json"]) == 0
+    assert main(["agreement", str(out), "--labels", str(LABELS), "--label-field", "is_correct", "--json"]) == 0
     m = json.loads(capsys.readouterr().out)["tasks"]["gsm8k_gpt4em"]["gpt4_exact_match"]
     assert (m["n"], m["agreement"]) == (BUILTIN_LIMIT, 1.0)
     # a doc set of 30 is not the 100 of the other runs: refused side by side
-    assert main(["leaderboard", str(runs.run_dir("gpt3-fixed")), str(tmp_path), "--out", str(tmp_path / "b")]) == 2
+    assert main(["leaderboard", str(runs.run_dir("gpt3-fixed")), str(out), "--out", str(tmp_path / "b")]) == 2
     assert "data (doc set) differs" in capsys.readouterr().err
 
 
