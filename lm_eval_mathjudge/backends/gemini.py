@@ -25,7 +25,7 @@ import os
 import re
 import threading
 import time
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..cache import Reply
 from ..config import JudgeSettings
@@ -34,6 +34,9 @@ from ..redact import public_url, redact
 from ..retry import RetryPolicy, call_with_retries
 from ..types import JudgeRequest, Media
 from ._http import building_request, check_text, header_retry_after, status_error
+
+if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
+    from google.genai import errors as genai_errors
 
 log = logging.getLogger(__name__)
 

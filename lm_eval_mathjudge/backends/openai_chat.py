@@ -26,7 +26,7 @@ import base64
 import logging
 import os
 import threading
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..cache import Reply
 from ..config import JudgeSettings, is_reasoning_model
@@ -36,6 +36,9 @@ from ..redact import public_url, redact
 from ..retry import RetryPolicy, call_with_retries
 from ..types import JudgeRequest, Media
 from ._http import building_request, check_text, status_error
+
+if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +244,8 @@ class OpenAIChatBackend:
                                    timeout=self._settings.timeout)
 
     def _api_error(self, exc: openai.APIError) -> JudgeCallError:
+        import openai
+
         return self._status_error(exc) if isinstance(exc, openai.APIStatusError) else self._exchange_error(exc)
 
     def close(self) -> None:
