@@ -287,6 +287,7 @@ class JudgedTask(TaskBase):
         extra = iter(getattr(client, "details", None) or [{}] * len(todo))
         details = [next(extra) if isinstance(item, JudgeRequest) else {} for item in built]
         self._note_stats(client, outcomes, [not isinstance(item, JudgeRequest) for item in built])
+        self.config.metadata["judge"].update(run.summarise_members(self.config.task, self._members_open))
         self._fatal = client.fatal_error
         return outcomes, details
 

@@ -271,6 +271,15 @@ def _estimate(part: Part) -> "cost.Estimate":
     return dataclasses.replace(estimate, cached=settled[0])
 
 
+def summarise_members(task: str, clients: Sequence[JudgeClient]) -> dict[str, Any]:
+    """A panel's or a cascade's task (its own path): its cost block, one line per member judge; printed."""
+    ledger = cost.Ledger()
+    for client in clients:
+        ledger.record_stats(task, client.settings, client.stats)
+    print(ledger.table(), file=sys.stderr, flush=True)
+    return {"cost": ledger.task_dict(task)}
+
+
 def summarise(jobs: Sequence[Job]) -> None:
     """One cost table for the run; each job gets its task's block and the run's totals."""
     ledger = cost.Ledger()

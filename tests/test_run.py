@@ -280,3 +280,14 @@ def test_without_dry_run_or_budget_nothing_is_estimated(tmp_path):
     renders.clear()
     run.check_spend(run.parts_of(jobs), str(tmp_path))
     assert renders == []  # no request rendered for an estimate nobody asked for
+
+
+def test_a_panel_task_gets_a_cost_block_with_every_member():
+    clock = Clock()
+    members = [client(Backend(name, clock, em_reply)) for name in ("gpt-4o", "gpt-4o-mini")]
+    for member in members:
+        member.judge_all([JudgeRequest(prompt=text) for text in responses("p", 4)])
+    block = run.summarise_members("gsm8k_gpt4em", members)["cost"]
+    assert block["calls"] == 8 and block["requests"] == 8
+    assert set(block["judges"]) == {"openai:gpt-4o", "openai:gpt-4o-mini"}
+    assert block["usd"] is not None and block["usd"] > 0

@@ -145,3 +145,47 @@ def test_a_cached_rerun_estimates_nothing_to_pay(data_slice, tmp_path):
     text = " ".join(dry.stderr.split())
     assert "0 judge call(s) (15 more answered by the cache, free)" in text, text[-3000:]
     assert len(judge.calls) == 5 * N
+
+
+def _vlm_reply(body: dict) -> str:
+    text = "\n".join(p.get("text", "") for c in body["contents"] for p in c["parts"])
+    flag = int(WRONG not in text.rsplit("\\boxed", 1)[-1])
+    return (f"INTERMEDIATE_CORRECT: {flag}\nFINAL_CORRECT: {flag}\nACTION_REFLECTION: 0\n"
+            f"EXPLANATION: the final answer {'matches' if flag else 'does not match'} the official one.")
+
+
+def test_a_task_whose_judge_is_down_fails_alone_and_the_others_verdicts_are_kept(data_slice, tmp_path):
+    """GPT4-EM and VLM tasks in one pool; the VLM judge answers 500: only its task fails, and the rerun
+    (VLM judge back) pays no second GPT4-EM call."""
+    from tests.loopback import GeminiServer
+
+    data_dir = data_slice(N)
+    generations = tmp_path / "generations.jsonl"
+    em = InFlight(_generations(data_dir, generations), latency=0.0)
+    state = {"down": True}
+
+    def vlm(body):
+        if state["down"]:
+            raise RuntimeError("the VLM judge is down")
+        return _vlm_reply(body)
+    args = ["--model", "mathjudge-replay", "--model_args", f"path={generations}",
+            "--tasks", "gsm8k_gpt4em,gsm8k_vlmjudge", "--log_samples"]
+    env = {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
+           "OPENAI_API_KEY": CANARY_KEY, "GEMINI_API_KEY": "AIza-canary-gemini-0123456789abcdef"}
+    with ChatCompletionsServer(em) as em_server, GeminiServer(vlm) as vlm_server:
+        metadata = {"gpt4em_judge_base_url": em_server.url, "vlm_judge_base_url": vlm_server.url,
+                    "judge_max_retries": 0}
+        down = run_lm_eval([*args, "--metadata", json.dumps(metadata)], env, tmp_path / "out-down")
+        assert down.returncode != 0
+        message = " ".join(down.stderr.split())
+        assert "gsm8k_vlmjudge: 3 of 3 samples got no verdict" in message
+        assert "gsm8k_gpt4em:" not in message.split("JudgeRunError", 1)[-1]  # the EM task is not blamed
+        assert len(em.calls) == N  # the EM task was judged in the same pass
+        state["down"] = False
+        again = run_lm_eval([*args, "--metadata", json.dumps(metadata)], env, tmp_path / "out-again")
+        assert again.returncode == 0, again.stderr[-4000:]
+    assert len(em.calls) == N  # its verdicts were kept: no second call
+    results = again.results()["results"]
+    assert results["gsm8k_gpt4em"]["gpt4_exact_match,none"] == pytest.approx(2 / 3)
+    assert results["gsm8k_vlmjudge"]["final_correct,none"] == pytest.approx(2 / 3)
+    assert again.results()["configs"]["gsm8k_gpt4em"]["metadata"]["judge"]["run"]["cache_hits"] == N
