@@ -27,12 +27,13 @@ sharing.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import threading
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
@@ -310,6 +311,9 @@ def estimate_tokens(text_chars: int, attachments: int, completion: int) -> float
     return math.ceil(text_chars / CHARS_PER_TOKEN) + attachments * MEDIA_TOKENS + completion
 
 
+WINDOW_PER_WORKER = 4  # items submitted ahead of the workers (each waiting future costs ~1.6 KiB)
+
+
 def run_bounded(items: Sequence[T], fn: Callable[[T], R], *, concurrency: int, desc: str,
                 progress: bool = True, unit: str = "req", thread_name: str = "mathjudge",
                 on_bar: Callable[[object], None] | None = None) -> list[R]:
@@ -324,14 +328,30 @@ def run_bounded(items: Sequence[T], fn: Callable[[T], R], *, concurrency: int, d
     if not items:
         return results
     workers = max(1, min(concurrency, len(items)))
+    window = WINDOW_PER_WORKER * workers  # futures alive at once: memory flat in the number of items
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=thread_name) as pool, \
             _progress_bar(len(items), desc, progress, unit) as bar:
         if on_bar is not None:
             on_bar(bar)
-        futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
-        for future in as_completed(futures):
-            results[futures[future]] = future.result()
-            bar.update(1)
+        todo = iter(enumerate(items))
+        running: dict = {}
+        error: BaseException | None = None
+        while True:
+            if error is None:  # after an escaped error nothing new starts; what runs is finished
+                for i, item in itertools.islice(todo, window - len(running)):
+                    running[pool.submit(fn, item)] = i
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                i = running.pop(future)
+                try:
+                    results[i] = future.result()
+                except BaseException as exc:  # noqa: BLE001 - re-raised below, once the calls in flight end
+                    error = error or exc
+                bar.update(1)
+        if error is not None:
+            raise error
     return results
 
 
