@@ -77,7 +77,7 @@ class JudgeSettings:
     base_url: str | None = None  # None: the SDK's own variable (OPENAI_BASE_URL, ...)
     temperature: float = 0.0
     max_tokens: int = 1024  # the contract itself is ~60 tokens; DEFAULTS adds room for thinking
-    concurrency: int = 16  # judge calls in flight at once
+    concurrency: int = 64  # judge calls in flight at most (the adaptive gate lowers it on 429s)
     rpm: float = 0.0  # requests per minute across all threads; 0 = unlimited
     timeout: float = 120.0  # seconds per HTTP attempt
     max_retries: int = 6  # retries after the first attempt, transient errors only

@@ -24,7 +24,7 @@ CANARY = "sk-canary-0123456789abcdef"
 PRECEDENCE = [
     # judge, yaml settings, env, metadata, expected attributes
     pytest.param("exact_match", None, {}, None,
-                 {"backend": "openai", "model": DEFAULT_EXACT_MATCH_MODEL, "concurrency": 16,
+                 {"backend": "openai", "model": DEFAULT_EXACT_MATCH_MODEL, "concurrency": 64,
                   "max_tokens": 1024, "max_retries": 6, "cache": True, "base_url": None},
                  id="built-in-defaults"),
     pytest.param("vlm", None, {}, None,
@@ -45,7 +45,7 @@ PRECEDENCE = [
                  {"judge_model": "gpt-4.1-2025-04-14"}, {"model": "gpt-4.1-2025-04-14"},
                  id="metadata-model-over-env-model"),
     pytest.param("exact_match", {"timeout": 30}, {"MATHJUDGE_CONCURRENCY": ""}, None,
-                 {"concurrency": 16, "timeout": 30.0},
+                 {"concurrency": 64, "timeout": 30.0},
                  id="empty-env-value-ignored"),
     pytest.param("exact_match", {"rpm": 500},
                  {"MATHJUDGE_RPM": "100", "MATHJUDGE_BASE_URL": "http://127.0.0.1:8000/v1"},
@@ -57,7 +57,7 @@ PRECEDENCE = [
                  {"cache_dir": "/tmp/judge-cache"}, id="env-cache-dir"),
     pytest.param("exact_match", None, {"OPENAI_MODEL": "x", "MATHJUDGE": "y", "concurrency": "2"},
                  {"pretrained": "Qwen/Qwen2.5-Math-7B", "max_gen_toks": 2048},
-                 {"concurrency": 16, "model": DEFAULT_EXACT_MATCH_MODEL},
+                 {"concurrency": 64, "model": DEFAULT_EXACT_MATCH_MODEL},
                  id="unrelated-env-and-metadata-ignored"),
     pytest.param("exact_match", None, {}, {"judge_base_url": None}, {"base_url": None},
                  id="metadata-none-base-url"),

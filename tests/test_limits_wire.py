@@ -89,3 +89,42 @@ def test_lm_eval_run_against_a_rate_limited_judge_scores_every_sample(limited_se
     assert 0 < refused < 2 * 40, refused  # the first round alone: 32 started, about 10 served
     assert stats["rate_limited"] == refused and stats["judge_calls"] == 40 + refused
     assert CANARY_KEY not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("kind", ["openai", "gemini"])
+def test_the_429_above_rate_option_of_the_loopback_servers(kind):
+    """The servers' own option, checked on raw HTTP: R calls served per window, the rest refused at
+    once with Retry-After and counted; other routes (model lookups) are never limited."""
+    import urllib.error
+    import urllib.request
+
+    from tests.loopback import GeminiServer
+
+    server = ChatCompletionsServer(responder=_judge) if kind == "openai" else GeminiServer(responder=lambda b: "ok")
+    with server:
+        server.rate_limit, server.rate_window = 0.05, 60.0  # 3 per 60 s: no call leaves the window meanwhile
+        if kind == "openai":
+            call, body = f"{server.url}/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+            lookup = f"{server.url}/models"
+        else:
+            call, body = f"{server.url}/v1beta/models/gemini-2.5-pro:generateContent", {"contents": [{"parts": [{"text": "x"}]}]}
+            lookup = f"{server.url}/v1beta/models/gemini-2.5-pro"
+        statuses, retry_after = [], []
+        for _ in range(5):
+            request = urllib.request.Request(call, data=json.dumps(body).encode(), method="POST",
+                                             headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=10) as reply:
+                    statuses.append(reply.status)
+            except urllib.error.HTTPError as exc:
+                statuses.append(exc.code)
+                retry_after.append(exc.headers.get("Retry-After"))
+                error = json.loads(exc.read())["error"]
+                assert (error.get("code") == "rate_limit_exceeded") if kind == "openai" else \
+                    (error["status"] == "RESOURCE_EXHAUSTED" and error["details"][0]["retryDelay"] == "1s")
+        with urllib.request.urlopen(lookup, timeout=10) as reply:
+            assert reply.status == 200
+        assert statuses == [200, 200, 200, 429, 429]
+        assert retry_after == ["1", "1"] and server.rate_limited == 2
+        server.reset()
+        assert server.rate_limited == 0

@@ -313,7 +313,8 @@ class LoopbackServer:
         if not over:
             return None
         headers = {"Retry-After": self.rate_retry_after}
-        message = f"Rate limit reached: at most {limit:g} requests per {self.rate_window:g}s. Please try again later."
+        message = (f"Rate limit reached: at most {limit * self.rate_window:g} requests per {self.rate_window:g}s. "
+                   "Please try again later.")
         return Reply(429, self.error_body(429, message, headers), headers)
 
     def _record(self, request: RecordedRequest) -> None:
