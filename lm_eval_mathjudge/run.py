@@ -215,15 +215,37 @@ def run_pass(first: Any) -> None:
             log.debug("%s: left to judge itself", task.config.task, exc_info=True)
     jobs = [job for _, job in started]
     check_spend(parts_of(jobs), first._settings.resolved_cache_dir())  # dry run / budget: before any call
-    for job in jobs:
-        if job.client.batch_mode:
-            job.client.prefill(list(job.requests()))
+    submit_all_batches(jobs)
     names = [job.name for job in jobs]
     desc = f"judging {names[0]}" if len(names) == 1 else f"judging {len(names)} tasks"
     judge(jobs, desc)
     summarise(jobs)
     for task, job in started:
         task._job = job
+
+
+def submit_all_batches(jobs: Sequence[Job]) -> None:
+    """Batch mode: every task's job is submitted (or collected) before the run stops for any of them.
+
+    With ``batch_wait=false`` each task's pre-fill stops with ``BatchPending``; stopping at the
+    first would leave the other tasks unsubmitted, and the rerun would wait for them one by one.
+    """
+    batched = [job for job in jobs if job.client.batch_mode]
+    if not batched:
+        return
+    from .batch.base import BatchPending  # lazy: online runs never load the batch package
+
+    pending: list[tuple[str, BatchPending]] = []
+    for job in batched:
+        try:
+            job.client.prefill(list(job.requests()))
+        except BatchPending as exc:
+            pending.append((job.name, exc))
+    if len(pending) == 1:
+        raise pending[0][1]
+    if pending:
+        raise BatchPending("; ".join(f"{name}: {exc}" for name, exc in pending),
+                          job_ids=[i for _, exc in pending for i in exc.job_ids])
 
 
 # ---------------------------------------------------------------------- cost (cost.py is helper COST's)

@@ -291,3 +291,47 @@ def test_a_panel_task_gets_a_cost_block_with_every_member():
     assert block["calls"] == 8 and block["requests"] == 8
     assert set(block["judges"]) == {"openai:gpt-4o", "openai:gpt-4o-mini"}
     assert block["usd"] is not None and block["usd"] > 0
+
+
+# ---------------------------------------------------------------- batch mode, batch_wait=false
+class _BatchClient:
+    """Stands in for a JudgeClient in batch mode whose pre-fill submits a job and stops (BatchPending)."""
+
+    def __init__(self, name: str, outcome: str):
+        self.name, self.outcome, self.batch_mode, self.prefilled = name, outcome, outcome != "online", []
+
+    def prefill(self, items):
+        from lm_eval_mathjudge.batch.base import BatchPending
+
+        self.prefilled.append(len(items))
+        if self.outcome == "pending":
+            raise BatchPending(f"job-{self.name} submitted", job_ids=[f"job-{self.name}"])
+
+
+class _BatchJob:
+    def __init__(self, name: str, outcome: str):
+        self.name, self.client = name, _BatchClient(name, outcome)
+
+    def requests(self):
+        return iter([(f"{self.name}-k{i}", None) for i in range(3)])
+
+
+@pytest.mark.parametrize("outcomes, pending_jobs", [
+    (["pending", "pending", "pending"], ["job-t0", "job-t1", "job-t2"]),
+    (["pending", "collected", "pending"], ["job-t0", "job-t2"]),
+    (["online", "pending"], ["job-t1"]),
+    (["collected", "online"], []),
+])
+def test_every_task_submits_its_batch_before_the_run_stops(outcomes, pending_jobs):
+    from lm_eval_mathjudge.batch.base import BatchPending
+
+    jobs = [_BatchJob(f"t{i}", outcome) for i, outcome in enumerate(outcomes)]
+    if pending_jobs:
+        with pytest.raises(BatchPending) as info:
+            run.submit_all_batches(jobs)
+        assert list(info.value.job_ids) == pending_jobs
+        assert all(job_id in str(info.value) for job_id in pending_jobs)
+    else:
+        run.submit_all_batches(jobs)
+    # every batch task was submitted, not only the ones before the first stop
+    assert [job.client.prefilled for job in jobs] == [[3] if o != "online" else [] for o in outcomes]
