@@ -29,7 +29,6 @@ waited for, not asked again.
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 import threading
