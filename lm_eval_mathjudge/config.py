@@ -435,6 +435,8 @@ def _coerce(name: str, value: Any) -> Any:
             return _to_int(value)
         if kind is float:
             return _to_float(value)
+        if name == "prices" and isinstance(value, Mapping):  # an object in --metadata or YAML: keep it as JSON
+            return json.dumps(value, sort_keys=True)
         if isinstance(value, (dict, list, tuple, set)):
             raise TypeError(value)
         return str(value).strip()

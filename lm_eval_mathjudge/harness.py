@@ -26,7 +26,7 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from . import backends, cascade, compat, cost, data, generators, prompts, recovery, run
+from . import backends, cascade, compat, cost, data, generators, prices, prompts, recovery, run
 from .cache import ReplyCache
 from .client import JudgeClient, outcome_from_error, preflight_once
 from .compat import TaskBase
@@ -60,6 +60,9 @@ class JudgedTask(TaskBase):
                                                          config.get("metadata"))
         self._options: RunOptions = resolve_run_options(self._judge.name, block.get("settings"), config.get("metadata"))
         self._members = self._member_settings(block.get("settings"), config.get("metadata"))
+        for member in self._members:  # a bad price override is a load-time error, not a surprise after paying
+            if member.prices is not None:
+                prices.load_overrides(member.prices)
         if self._options.cascade and config.get("metric_list"):  # the metric name says it is a cascade's
             config["metric_list"] = [{**m, "metric": cascade.METRICS.get(m.get("metric"), m.get("metric"))}
                                      for m in config["metric_list"]]

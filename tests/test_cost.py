@@ -488,3 +488,26 @@ def test_format_estimates_table(gsm8k_requests):
     assert lines[6].startswith("total") and "all judges" in lines[6]
     assert f"{rows[0].usd:.4f}" in lines[6]
     assert "no price for openai:my-finetune" in lines[7]
+
+
+# ---------------------------------------------------------------- the prices setting as an object
+def test_prices_given_as_an_object_in_metadata_is_kept_as_json():
+    import json
+
+    from lm_eval_mathjudge.config import resolve_settings
+
+    table = {"my-judge": {"input": 1.0, "output": 4.0}}
+    settings = resolve_settings("exact_match", None, {"judge_prices": table, "judge_model": "my-judge"}, environ={})
+    assert json.loads(settings.prices) == table
+    assert prices.price_for(settings).input == 1.0
+
+
+def test_a_bad_price_override_stops_the_task_when_it_is_built(tmp_path, monkeypatch):
+    from lm_eval_mathjudge.errors import ConfigError
+    from lm_eval_mathjudge.harness import JudgedTask
+
+    monkeypatch.setenv("MATHJUDGE_DATA_DIR", "examples/data")
+    config = {"task": "gsm8k_gpt4em", "mathjudge": {"judge": "exact_match"}, "mathjudge_dataset": "gsm8k",
+              "metadata": {"judge_backend": "local", "judge_prices": '{"m": {"input": "cheap"}}'}}
+    with pytest.raises(ConfigError, match="prices"):
+        JudgedTask(config=config)
