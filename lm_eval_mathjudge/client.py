@@ -40,7 +40,7 @@ from . import preflight
 from .cache import ReplyCache, request_key
 from .config import JudgeSettings
 from .errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MathJudgeError, MediaError, UnparseableReply
-from .pool import RateLimiter, backend_limits, estimate_tokens, run_bounded  # RateLimiter: tests import it here
+from .pool import backend_limits, estimate_tokens, run_bounded
 from .redact import redact
 from .retry import MAX_DELAY, RetryPolicy, call_with_retries
 from .types import Backend, JudgeRequest, Outcome, Reply, clean_text

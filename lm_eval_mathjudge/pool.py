@@ -20,9 +20,6 @@ client that talks to it. Each attempt on the wire goes through it::
   lowers the cap multiplicatively (once per round of calls started under the
   old cap), successes raise it additively, between 1 and ``concurrency``. A
   retry waits its Retry-After outside the gate, then enters before fresh calls.
-
-``RateLimiter`` (even spacing, one client) is kept for callers that need no
-sharing.
 """
 
 from __future__ import annotations
@@ -39,27 +36,6 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-class RateLimiter:
-    """Spaces call starts evenly: at most ``rpm`` per minute over all threads."""
-
-    def __init__(self, rpm: float, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
-        self._interval = 60.0 / rpm if rpm > 0 else 0.0
-        self._next = 0.0
-        self._lock = threading.Lock()
-        self._clock, self._sleep = clock, sleep
-
-    def acquire(self) -> None:
-        if not self._interval:
-            return
-        with self._lock:
-            now = self._clock()
-            start = max(now, self._next)
-            self._next = start + self._interval
-        if start > now:
-            self._sleep(start - now)
 
 
 # A limiter stays this much under the limit it is given: the provider counts arrivals, we count

@@ -12,7 +12,7 @@ import pytest
 
 from lm_eval_mathjudge import client as client_module
 from lm_eval_mathjudge.cache import Reply, ReplyCache, request_key
-from lm_eval_mathjudge.client import JudgeClient, RateLimiter
+from lm_eval_mathjudge.client import JudgeClient
 from lm_eval_mathjudge.config import JudgeSettings
 from lm_eval_mathjudge.errors import FatalJudgeError, TransientJudgeError
 from lm_eval_mathjudge.parsing import parse_exact_match
@@ -346,65 +346,14 @@ def test_usage_is_summed_in_stats():
 
 # ---------------------------------------------------------------------- rate limit
 
-class FakeClock:
-    def __init__(self, start: float = 1000.0, advance_on_sleep: bool = True):
-        self.now, self.advance = start, advance_on_sleep
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        if self.advance:
-            self.now += seconds
-
-
-@pytest.mark.parametrize("rpm, interval", [(60, 1.0), (120, 0.5), (600, 0.1), (1.5, 40.0)])
-def test_rate_limiter_spaces_starts_by_60_over_rpm(rpm, interval):
-    clock = FakeClock()
-    limiter = RateLimiter(rpm, clock=clock, sleep=clock.sleep)
-    starts = []
-    for _ in range(5):
-        limiter.acquire()
-        starts.append(clock.now)
-    gaps = [b - a for a, b in zip(starts, starts[1:])]
-    assert gaps == pytest.approx([interval] * 4)
-    assert clock.sleeps == pytest.approx([interval] * 4)  # the first call never waits
-
-
-def test_rate_limiter_simultaneous_callers_queue_up():
-    clock = FakeClock(advance_on_sleep=False)  # every caller arrives at the same instant
-    limiter = RateLimiter(60, clock=clock, sleep=clock.sleep)
-    for _ in range(4):
-        limiter.acquire()
-    assert clock.sleeps == pytest.approx([1.0, 2.0, 3.0])
-
-
-def test_rate_limiter_does_not_bank_idle_time():
-    clock = FakeClock()
-    limiter = RateLimiter(60, clock=clock, sleep=clock.sleep)
-    limiter.acquire()
-    clock.now += 30  # idle for a while
-    limiter.acquire()
-    limiter.acquire()
-    assert clock.sleeps == pytest.approx([1.0])
-
-
-def test_rate_limiter_zero_rpm_is_unlimited():
-    clock = FakeClock()
-    limiter = RateLimiter(0, clock=clock, sleep=clock.sleep)
-    for _ in range(100):
-        limiter.acquire()
-    assert clock.sleeps == []
-
-
 def test_client_applies_rpm_across_threads():
     backend = FakeBackend()
+    begin = time.monotonic()
     make_client(backend, concurrency=4, rpm=600).judge_all([problem(i) for i in range(5)])
     starts = sorted(backend.starts)
-    gaps = [b - a for a, b in zip(starts, starts[1:])]
-    assert min(gaps) >= 0.1 * 0.8  # 600 rpm = one start every 0.1 s, whatever the concurrency
+    # 600 rpm = one start every 0.1 s (2% margin), whatever the concurrency. A loaded machine can only
+    # make a thread late, never early: the k-th start is at least k intervals after the run began.
+    assert all(start - begin >= k * 0.1 * 0.97 for k, start in enumerate(starts))
 
 
 # ---------------------------------------------------------------- judge-level refusals
