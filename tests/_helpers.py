@@ -122,3 +122,25 @@ class Req:
 
     def __post_init__(self):
         self.doc = {"mj_question": self.question}
+
+
+# Variables that would point google-genai somewhere else than the loopback server (or at Vertex AI).
+GEMINI_SDK_ENV = ("GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE", "GOOGLE_CLOUD_PROJECT",
+                  "GOOGLE_CLOUD_LOCATION", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_API_VERSION",
+                  "GOOGLE_GENAI_HTTP_CLIENT", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
+                  "https_proxy", "all_proxy")
+
+
+def isolate_gemini_sdk(monkeypatch, key: str) -> None:
+    """google-genai talks to the loopback server with ``key`` only; retries and File API polls are fast."""
+    import functools
+
+    from lm_eval_mathjudge import client as client_module
+    from lm_eval_mathjudge.backends import gemini
+    from lm_eval_mathjudge.retry import RetryPolicy
+
+    monkeypatch.setenv("GEMINI_API_KEY", key)
+    for name in GEMINI_SDK_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(client_module, "RetryPolicy", functools.partial(RetryPolicy, base_delay=0.01))
+    monkeypatch.setattr(gemini, "FILE_POLL_SECONDS", 0.01)

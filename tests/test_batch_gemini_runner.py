@@ -7,13 +7,10 @@ what the batch could not answer).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 
 import pytest
 
-from lm_eval_mathjudge import client as client_module
-from lm_eval_mathjudge.backends import gemini
 from lm_eval_mathjudge.backends.gemini import GeminiBackend
 from lm_eval_mathjudge.batch import gemini_batch
 from lm_eval_mathjudge.batch.base import BatchPending
@@ -22,8 +19,8 @@ from lm_eval_mathjudge.cache import ReplyCache
 from lm_eval_mathjudge.client import JudgeClient
 from lm_eval_mathjudge.config import JudgeSettings
 from lm_eval_mathjudge.parsing import parse_vlm
-from lm_eval_mathjudge.retry import RetryPolicy
 from lm_eval_mathjudge.types import JudgeRequest, Media
+from tests._helpers import isolate_gemini_sdk
 from tests.loopback.gemini_batch_server import GeminiBatchServer
 
 CANARY = "AIza-canary-batch-runner-0123456789"
@@ -57,14 +54,7 @@ def judge_like_gemini(body: dict) -> dict:
 
 @pytest.fixture(autouse=True)
 def sdk_env(monkeypatch):
-    monkeypatch.setenv("GEMINI_API_KEY", CANARY)
-    for name in ("GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE", "GOOGLE_CLOUD_PROJECT",
-                 "GOOGLE_CLOUD_LOCATION", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_API_VERSION",
-                 "GOOGLE_GENAI_HTTP_CLIENT", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
-                 "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(client_module, "RetryPolicy", functools.partial(RetryPolicy, base_delay=0.01))
-    monkeypatch.setattr(gemini, "FILE_POLL_SECONDS", 0.01)
+    isolate_gemini_sdk(monkeypatch, CANARY)
 
 
 @pytest.fixture

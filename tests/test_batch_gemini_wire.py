@@ -15,7 +15,6 @@ import json
 
 import pytest
 
-from lm_eval_mathjudge import client as client_module
 from lm_eval_mathjudge.backends import gemini
 from lm_eval_mathjudge.backends.gemini import GeminiBackend
 from lm_eval_mathjudge.batch import base, gemini_batch
@@ -25,6 +24,7 @@ from lm_eval_mathjudge.config import JudgeSettings
 from lm_eval_mathjudge.errors import JudgeCallError, JudgeRefusal, TransientJudgeError
 from lm_eval_mathjudge.retry import RetryPolicy
 from lm_eval_mathjudge.types import JudgeRequest, Media, Reply
+from tests._helpers import isolate_gemini_sdk
 from tests.loopback.gemini_batch_server import GeminiBatchServer
 
 CANARY = "AIza-canary-batch-0123456789abcdef"
@@ -55,14 +55,7 @@ def judge_like_gemini(body: dict) -> dict:
 
 @pytest.fixture(autouse=True)
 def sdk_env(monkeypatch):
-    monkeypatch.setenv("GEMINI_API_KEY", CANARY)
-    for name in ("GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE", "GOOGLE_CLOUD_PROJECT",
-                 "GOOGLE_CLOUD_LOCATION", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_API_VERSION",
-                 "GOOGLE_GENAI_HTTP_CLIENT", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
-                 "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(client_module, "RetryPolicy", functools.partial(RetryPolicy, base_delay=0.01))
-    monkeypatch.setattr(gemini, "FILE_POLL_SECONDS", 0.01)
+    isolate_gemini_sdk(monkeypatch, CANARY)
 
 
 @pytest.fixture

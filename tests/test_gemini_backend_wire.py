@@ -8,7 +8,6 @@ error bodies, promptFeedback, finish reasons, thought parts, the File API).
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import json
 import time
@@ -16,7 +15,6 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from lm_eval_mathjudge import client as client_module
 from lm_eval_mathjudge.backends import gemini
 from lm_eval_mathjudge.backends.gemini import GeminiBackend
 from lm_eval_mathjudge.cache import ReplyCache
@@ -27,7 +25,7 @@ from lm_eval_mathjudge.parsing import parse_vlm
 from lm_eval_mathjudge.retry import RetryPolicy
 from lm_eval_mathjudge.types import JudgeRequest, Media
 from tests import media_fixtures
-from tests._helpers import wire_faults
+from tests._helpers import wire_faults, isolate_gemini_sdk
 from tests.loopback import GeminiServer
 from tests.loopback._base import Reply as WireReply
 
@@ -61,14 +59,7 @@ def judge_like_gemini(body: dict) -> str:
 
 @pytest.fixture(autouse=True)
 def sdk_env(monkeypatch):
-    monkeypatch.setenv("GEMINI_API_KEY", CANARY)
-    for name in ("GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE", "GOOGLE_CLOUD_PROJECT",
-                 "GOOGLE_CLOUD_LOCATION", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_API_VERSION",
-                 "GOOGLE_GENAI_HTTP_CLIENT", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
-                 "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(client_module, "RetryPolicy", functools.partial(RetryPolicy, base_delay=0.01))
-    monkeypatch.setattr(gemini, "FILE_POLL_SECONDS", 0.01)
+    isolate_gemini_sdk(monkeypatch, CANARY)
 
 
 @pytest.fixture

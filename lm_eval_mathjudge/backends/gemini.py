@@ -23,7 +23,6 @@ import io
 import logging
 import os
 import re
-import threading
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -34,6 +33,7 @@ from ..redact import public_url, redact
 from ..retry import RetryPolicy, call_with_retries
 from ..types import JudgeRequest, Media
 from ._http import building_request, check_text, header_retry_after, status_error
+from ._lazy import LazyClient
 
 if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
     from google.genai import errors as genai_errors
@@ -107,11 +107,9 @@ def create(settings: JudgeSettings, judge: str) -> "GeminiBackend":
     return GeminiBackend(settings)
 
 
-class GeminiBackend:
+class GeminiBackend(LazyClient):
     def __init__(self, settings: JudgeSettings):
         self._settings = settings
-        self._sdk_client: Any = None
-        self._client_lock = threading.Lock()
         self._vertex = False
         endpoint = sdk_endpoint(settings)
         self._endpoint = endpoint if endpoint is not None else self._connected_endpoint()
@@ -121,15 +119,6 @@ class GeminiBackend:
     def _connected_endpoint(self) -> str:
         api = getattr(self._client, "_api_client", None)
         return self._resolve_endpoint(api)
-
-    @property
-    def _client(self) -> Any:
-        """The SDK client, built (and the SDK imported) on first use."""
-        if self._sdk_client is None:
-            with self._client_lock:
-                if self._sdk_client is None:
-                    self._sdk_client = self._build_client()
-        return self._sdk_client
 
     def connect(self) -> None:
         """Build the SDK client now: missing credentials or project fail here, before generation."""

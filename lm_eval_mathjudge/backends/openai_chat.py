@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import threading
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..cache import Reply
@@ -36,6 +35,7 @@ from ..redact import public_url, redact
 from ..retry import RetryPolicy, call_with_retries
 from ..types import JudgeRequest, Media
 from ._http import building_request, check_text, status_error
+from ._lazy import LazyClient
 
 if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
     import openai
@@ -81,22 +81,11 @@ def sdk_endpoint(settings: JudgeSettings, environ: Mapping[str, str] | None = No
         return None
 
 
-class OpenAIChatBackend:
+class OpenAIChatBackend(LazyClient):
     def __init__(self, settings: JudgeSettings):
         self._settings = settings
-        self._sdk_client: Any = None
-        self._client_lock = threading.Lock()
         endpoint = sdk_endpoint(settings)
         self._endpoint = public_url(str(self._client.base_url)) if endpoint is None else endpoint
-
-    @property
-    def _client(self) -> Any:
-        """The SDK client, built (and the SDK imported) on first use."""
-        if self._sdk_client is None:
-            with self._client_lock:
-                if self._sdk_client is None:
-                    self._sdk_client = self._build_client()
-        return self._sdk_client
 
     def _build_client(self) -> Any:
         import openai
