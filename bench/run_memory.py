@@ -4,12 +4,11 @@ In-process, with tracemalloc, on real GSM8K docs and real recorded responses (cy
 unique), the real exact-match template and parser, and a JudgeClient over an in-process backend that
 answers at once (no network: this measures what the plugin holds, not the SDK).
 
-- ``upfront``: what the harness did before run.py: build every JudgeRequest, then ``judge_all``;
+- ``before``: what the harness did before run.py: build every JudgeRequest, then ``judge_all``
+  through the old ``run_bounded``, which submitted every item at once (a Future each; kept here);
+- ``upfront``: every JudgeRequest built first, through today's windowed ``pool.run_bounded``;
 - ``stream``: run.py's path: ``Job.build`` keys each request and drops it, ``run.judge`` renders
-  each one again right before its call.
-
-- ``stream, windowed pool (sketch)``: the same, with a run_bounded that keeps at most 4 x workers
-  futures alive (pool.py is helper LIMITS' module; the sketch lives here, to size the change).
+  each one again right before its call; the pool keeps at most 4 x workers items submitted.
 
 All keep one Outcome per unique request (the verdicts the samples file needs). Reported: the peak
 traced memory above the docs and responses, in KiB per sample, and the wall time.
@@ -30,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPLAY_FILE, REPO, read_jsonl  # noqa: E402
 
+from lm_eval_mathjudge import client as client_module  # noqa: E402
 from lm_eval_mathjudge import run  # noqa: E402
 from lm_eval_mathjudge.cache import Reply  # noqa: E402
 from lm_eval_mathjudge.client import JudgeClient  # noqa: E402
@@ -81,33 +81,27 @@ def stream(pairs, concurrency):
     return [job.outcome(i) for i in range(len(pairs))]
 
 
-def windowed_run_bounded(items, fn, *, concurrency, desc, progress=True, unit="req", thread_name="mathjudge",
-                         on_bar=None):
-    """A sketch of pool.run_bounded (helper LIMITS' module) that keeps at most 4 x workers futures alive."""
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+def submit_all_run_bounded(items, fn, *, concurrency, desc, progress=True, unit="req", thread_name="mathjudge",
+                          on_bar=None):
+    """The run_bounded of before issue 8: every item submitted at once (one Future each)."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     results = [None] * len(items)
     workers = max(1, min(concurrency, len(items)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=thread_name) as pool:
-        todo, live = iter(enumerate(items)), {}
-        for i, item in todo:
-            live[pool.submit(fn, item)] = i
-            while len(live) >= 4 * workers:
-                done, _ = wait(live, return_when=FIRST_COMPLETED)
-                for future in done:
-                    results[live.pop(future)] = future.result()
-        for future in list(live):
-            results[live.pop(future)] = future.result()
+        futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
+        for future in as_completed(futures):
+            results[futures[future]] = future.result()
     return results
 
 
-def stream_windowed(pairs, concurrency):
-    real = run.run_bounded
-    run.run_bounded = windowed_run_bounded
+def before(pairs, concurrency):
+    real = client_module.run_bounded
+    client_module.run_bounded = submit_all_run_bounded
     try:
-        return stream(pairs, concurrency)
+        return upfront(pairs, concurrency)
     finally:
-        run.run_bounded = real
+        client_module.run_bounded = real
 
 
 def measure(name, fn, pairs, concurrency) -> dict:
@@ -132,7 +126,7 @@ def main() -> int:
     parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
     args = parser.parse_args()
     pairs = samples(args.data_dir.resolve(), args.n)
-    paths = (("upfront", upfront), ("stream", stream), ("stream, windowed pool (sketch)", stream_windowed))
+    paths = (("before", before), ("upfront", upfront), ("stream", stream))
     rows = [measure(name, fn, pairs, args.concurrency) for name, fn in paths]
     print(json.dumps(rows, indent=2))
     return 0
