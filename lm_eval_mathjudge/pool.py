@@ -46,6 +46,12 @@ TPM_WINDOW = 10.0  # seconds: tpm/6 tokens per 10 s, so no minute ever holds mor
 GATE_DECREASE = 0.7  # the gate's cap after a 429, as a fraction of the cap before it (gentler than TCP's 0.5:
 # a provider's limit is a rate, so a deep cut leaves it idle; bench/rate_limit.py)
 CHARS_PER_TOKEN = 4.0  # rough English/LaTeX average; the reply's usage corrects it
+# The learned rate (adaptive, see BackendLimits): a 429 sets the backend's request rate to the rate
+# at which the calls it served were started over the last LEARN_WINDOW seconds; once no 429 has come
+# for LEARN_WINDOW seconds, each success raises it by RATE_RECOVERY, so a provider that allows more
+# is found again, one 429 at a time.
+LEARN_WINDOW = 5.0
+RATE_RECOVERY = 0.01
 MEDIA_TOKENS = 1000  # an attachment's guess (an image is ~260-1,100 tokens); corrected likewise
 
 
@@ -83,6 +89,12 @@ class WindowLimiter:
         per_second = rate / 60.0
         window = max(unit_window, 1.0 / per_second)
         return cls(per_second * window, window * (1 + WINDOW_MARGIN), **kwargs)
+
+    def retune(self, rate: float) -> None:
+        """A new per-minute ``rate`` for a limiter made by ``per_minute`` (one unit per window), in place:
+        the reservations already made keep their times, so no burst slips in while it changes."""
+        with self._lock:
+            self.capacity, self.window = 1.0, 60.0 / rate * (1 + WINDOW_MARGIN)
 
     def acquire(self, weight: float = 1.0) -> _Entry:
         with self._lock:
@@ -158,6 +170,11 @@ class AdaptiveGate:
     def in_flight(self) -> int:
         return self._in_flight
 
+    @property
+    def round(self) -> int:
+        """Rounds end at each decrease: a 429 from an attempt of an older round says nothing new."""
+        return self._round
+
     def acquire(self, retry: bool = False) -> int:
         """Wait for a place; returns the round it started in (give it back to ``release``)."""
         with self._cond:
@@ -200,6 +217,7 @@ class Permit:
     started_round: int
     request: _Entry | None
     tokens: _Entry | None
+    started_at: float = 0.0
     finished: bool = False
 
     def done(self, outcome: str, tokens: float | None = None) -> None:
@@ -220,6 +238,9 @@ class BackendLimits:
         self.tokens: WindowLimiter | None = None
         self.gate = AdaptiveGate(concurrency, adaptive)
         self.limited = 0  # 429s seen by this backend's callers
+        self.learned_rpm = 0.0  # adaptive: the rate the provider was seen to serve when it answered 429
+        self._served: list[float] = []  # start times of served calls in the last LEARN_WINDOW seconds
+        self._last_limited = float("-inf")
         self._lock = threading.Lock()
         self.join(rpm=rpm, tpm=tpm, concurrency=concurrency)
 
@@ -243,12 +264,17 @@ class BackendLimits:
         except BaseException:
             self.gate.release(round_, "failed")
             raise
-        return Permit(self, round_, request, token_entry)
+        return Permit(self, round_, request, token_entry, started_at=self._clock())
 
     def _finish(self, permit: Permit, outcome: str, tokens: float | None) -> None:
         if outcome == "limited":
             with self._lock:
                 self.limited += 1
+                if self.gate.adaptive and permit.started_round == self.gate.round:
+                    self._learn_rate()
+        elif outcome == "ok" and self.gate.adaptive:
+            with self._lock:
+                self._note_served(permit.started_at)
         if outcome in ("limited", "unsent"):
             # The provider did not serve it: neither the request nor its tokens count.
             if permit.request is not None and self.requests is not None:
@@ -258,6 +284,39 @@ class BackendLimits:
         elif tokens is not None and permit.tokens is not None and self.tokens is not None:
             self.tokens.settle(permit.tokens, tokens)
         self.gate.release(permit.started_round, outcome)
+
+    def _note_served(self, started_at: float) -> None:
+        """A served call: remember when it started; after a quiet spell a learned rate creeps up."""
+        now = self._clock()
+        self._served = [t for t in self._served if t > now - LEARN_WINDOW] + [started_at]
+        if self.learned_rpm and now - self._last_limited > LEARN_WINDOW:
+            self.learned_rpm *= 1 + RATE_RECOVERY
+            if self.rpm and self.learned_rpm >= self.rpm:  # back at the user's own limit
+                self.learned_rpm = 0.0
+                self.requests.retune(self.rpm)
+            else:
+                self.requests.retune(self.learned_rpm)
+
+    def _learn_rate(self) -> None:
+        """A 429: the provider serves about what it served over the last few seconds; hold to that.
+
+        Concurrency alone (the gate) cannot express a rate: at R requests/s and latency L the right
+        cap is R x L, usually not a whole number, so the gate swings around it and each swing upward
+        draws 429s. A rate limiter set to the rate the served calls started at does not swing.
+        """
+        now = self._clock()
+        self._last_limited = now
+        starts = sorted(t for t in self._served if t > now - LEARN_WINDOW)
+        if len(starts) < 3 or starts[-1] - starts[0] < 1.0:  # no evidence yet (the first burst): the gate backs off
+            return
+        rpm = (len(starts) - 1) / (starts[-1] - starts[0]) * 60.0
+        if self.rpm and rpm >= self.rpm:
+            return
+        self.learned_rpm = rpm
+        if self.requests is None:
+            self.requests = WindowLimiter.per_minute(rpm, clock=self._clock, sleep=self._sleep)
+        else:
+            self.requests.retune(rpm)
 
 
 # Weak: a backend's limits live as long as a client holds them, so what one run (or test) learnt

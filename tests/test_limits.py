@@ -339,3 +339,52 @@ def test_retries_ask_the_gate_as_retries(monkeypatch):
     monkeypatch.setattr(client._limits, "start", spy)
     client.judge_all([JudgeRequest(prompt=f"problem {i}") for i in range(5)])
     assert sorted(seen) == [False] * 5 + [True] * 5
+
+
+# ---------------------------------------------------------------- the learned rate (adaptive)
+def _serve(limits, clock, count, every):
+    """``count`` calls, one started every ``every`` seconds, each served."""
+    for _ in range(count):
+        limits.start().done("ok")
+        clock.now += every
+
+
+@pytest.mark.parametrize("served_per_s", [5.0, 2.0, 40.0])
+def test_a_429_holds_the_backend_to_the_rate_it_was_seen_to_serve(served_per_s):
+    clock = FakeClock()
+    limits = BackendLimits(rpm=0, tpm=0, concurrency=64, adaptive=True, clock=clock, sleep=clock.sleep)
+    _serve(limits, clock, int(served_per_s * 4), 1.0 / served_per_s)  # four seconds of service
+    limits.start().done("limited")
+    assert limits.learned_rpm == pytest.approx(served_per_s * 60, rel=0.01)
+    clock.sleeps.clear()
+    for _ in range(4):  # from now on starts are spaced by the learned rate (2% under it)
+        limits.start()
+    assert clock.sleeps[-1] == pytest.approx(1.0 / served_per_s * 1.02, rel=0.01)
+
+
+def test_no_rate_is_learned_from_the_first_burst_and_none_without_adaptive():
+    clock = FakeClock()
+    limits = BackendLimits(rpm=0, tpm=0, concurrency=64, adaptive=True, clock=clock, sleep=clock.sleep)
+    for _ in range(10):  # ten at once, nothing served yet: no evidence of a rate
+        limits.start().done("limited")
+    assert limits.learned_rpm == 0 and limits.requests is None
+    fixed = BackendLimits(rpm=0, tpm=0, concurrency=64, adaptive=False, clock=clock, sleep=clock.sleep)
+    _serve(fixed, clock, 20, 0.2)
+    fixed.start().done("limited")
+    assert fixed.learned_rpm == 0 and fixed.requests is None
+
+
+def test_the_learned_rate_recovers_after_a_quiet_spell_and_gives_way_to_the_users_rpm():
+    clock = FakeClock()
+    limits = BackendLimits(rpm=400, tpm=0, concurrency=64, adaptive=True, clock=clock, sleep=clock.sleep)
+    _serve(limits, clock, 20, 0.2)  # 300/min served, under the user's 400
+    limits.start().done("limited")
+    learned = limits.learned_rpm
+    assert learned == pytest.approx(300, rel=0.03)
+    limits.start().done("ok")  # within LEARN_WINDOW of the 429: no increase yet
+    assert limits.learned_rpm == learned
+    clock.now += 6.0
+    _serve(limits, clock, 10, 0.0)
+    assert limits.learned_rpm > learned  # it creeps up after the quiet spell
+    _serve(limits, clock, 200, 0.0)
+    assert limits.learned_rpm == 0 and limits.rpm == 400  # back at the user's own limit
