@@ -148,9 +148,12 @@ class GeneratorLM(LM):
         self._label = f"{self.ADAPTER}:{self.settings.model}"
         self._store = MediaStore(self.settings.media_dir)
         self._policy = RetryPolicy(max_retries=self.settings.max_retries)
-        # The judge's limits (pool.py): one set per adapter + model in this process, adaptive on 429s.
+        # The judge's limits (pool.py): one set per adapter + model in this process. Not adaptive: a
+        # generation holds its place for a whole video job (minutes of polling), so a gate lowered by
+        # one 429 on a create would run the jobs one after another; the retry layer handles the 429.
         self._limits = backend_limits({"backend": f"generator:{self.ADAPTER}", "model": self.settings.model},
-                                      rpm=self.settings.rpm, concurrency=self.settings.num_concurrent)
+                                      rpm=self.settings.rpm, concurrency=self.settings.num_concurrent,
+                                      adaptive=False)
         self._retrying = threading.local()
         self._lock = threading.Lock()
         self._fatal: FatalJudgeError | None = None
