@@ -77,6 +77,7 @@ def _verdicts(run, task: str) -> list[tuple[int, str]]:
                   for s in run.samples(task))
 
 
+@pytest.mark.e2e_versions  # lm-eval 0.5 reaches apply_filters another way: the one pool must hold there too
 def test_a_group_judges_in_one_pool_with_the_scores_of_a_task_by_task_run(data_slice, tmp_path):
     data_dir = data_slice(N)
     generations = tmp_path / "generations.jsonl"
