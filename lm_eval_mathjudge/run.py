@@ -248,7 +248,7 @@ def submit_all_batches(jobs: Sequence[Job]) -> None:
                           job_ids=[i for _, exc in pending for i in exc.job_ids])
 
 
-# ---------------------------------------------------------------------- cost (cost.py is helper COST's)
+# ---------------------------------------------------------------------- cost (cost.py: estimate, ledger, budget)
 @dataclass
 class Part:
     """What one judge of one task would be asked: for the dry run and the budget."""
