@@ -26,20 +26,10 @@ from lm_eval_mathjudge.retry import RetryPolicy
 from lm_eval_mathjudge.types import JudgeRequest, Media, Reply
 from tests._helpers import isolate_gemini_sdk
 from tests.loopback.gemini_batch_server import GeminiBatchServer
+from tests.test_gemini_backend_wire import PROMPT, REPLY_RIGHT, REPLY_WRONG, RIGHT, WRONG  # the same graded pair
 
 CANARY = "AIza-canary-batch-0123456789abcdef"
 MODEL = "gemini-2.5-pro"
-PROMPT = ("You are grading a student's solution to a math problem.\n\n### Problem\nJanet's ducks lay 16 eggs "
-          "per day. She eats three for breakfast and bakes muffins with four. She sells the rest at $2 each. "
-          "How much does she make every day?\n\n### Reference solution\n16 - 3 - 4 = 9 eggs; 9 * 2 = 18.\n"
-          "#### 18\n\nReply in exactly four lines: INTERMEDIATE_CORRECT: 0|1, FINAL_CORRECT: 0|1, "
-          "ACTION_REFLECTION: 0|1, EXPLANATION: <one sentence>.\n\n### Student's solution")
-RIGHT = "Janet has 16 - 3 - 4 = 9 eggs left. She makes 9 * 2 = 18 dollars. The answer is $\\boxed{18}$."
-WRONG = "Janet has 16 - 3 = 13 eggs left. She makes 13 * 2 = 26 dollars. The answer is $\\boxed{26}$."
-REPLY_RIGHT = ("INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nACTION_REFLECTION: 0\n"
-               "EXPLANATION: The steps match the reference: 9 eggs are left and 9 * 2 = 18.")
-REPLY_WRONG = ("INTERMEDIATE_CORRECT: 0\nFINAL_CORRECT: 0\nACTION_REFLECTION: 0\n"
-               "EXPLANATION: The student forgot the four eggs used for muffins, so 26 is wrong.")
 REPLY_MEDIA = ("INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nACTION_REFLECTION: 1\n"
                "EXPLANATION: The frame shows 16 - 3 - 4 = 9 and 9 * 2 = 18, with a check of the result.")
 THOUGHTS = "The student subtracts both uses of the eggs before multiplying by the price."
