@@ -195,6 +195,11 @@ def test_judge_audit_settings(metadata, audit, limit):
     assert (options.audit, options.audit_limit) == (audit, limit)
 
 
+def test_judge_audit_from_the_environment_and_the_yaml():
+    options = resolve_run_options("vlm", {"audit_limit": 4}, None, environ={"MATHJUDGE_VLM_AUDIT": "1"})
+    assert (options.audit, options.audit_limit) == (True, 4)
+
+
 @pytest.mark.parametrize("metadata, message", [
     ({"judge_audit": "perhaps"}, "audit='perhaps' is not a valid bool"),
     ({"judge_audit_limit": 2.5}, "audit_limit=2.5 is not a valid int"),
@@ -204,3 +209,26 @@ def test_judge_audit_settings(metadata, audit, limit):
 def test_bad_judge_audit_settings_are_refused(metadata, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         resolve_run_options("exact_match", None, metadata, environ={})
+
+
+# ---------------------------------------------------------------------------------------- the command's own errors
+@pytest.mark.parametrize("args, message", [
+    (["--tasks", "gsm8k_judged"], "--tasks 'gsm8k_judged': not a task of this plugin"),
+    (["--tasks", ","], "--tasks names no task"),
+    (["--max-false-positive", "5"], "--max-false-positive is a rate between 0 and 1"),
+    (["--limit", "0"], "--limit must be at least 1"),
+    (["--metadata", "[1]"], "--metadata must be a JSON object"),
+])
+def test_bad_audit_arguments_exit_2_with_a_message_before_anything_loads(args, message, capsys):
+    from lm_eval_mathjudge.__main__ import main
+
+    assert main(["audit", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_judge_families_name_every_data_set():
+    from lm_eval_mathjudge.reports.audit import task_names
+
+    assert task_names(None) == [f"{d}_gpt4em" for d in DATASETS]
+    assert task_names("vlmjudge, gsm8k_gpt4em,gsm8k_vlmjudge") == [*(f"{d}_vlmjudge" for d in DATASETS), "gsm8k_gpt4em"]

@@ -30,7 +30,7 @@ from tests.conftest import SHARED_DATA, read_jsonl
 from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, run_lm_eval
 from tests.loopback import ChatCompletionsServer, GeminiServer
 from tests.loopback.openai_batch_server import OpenAIBatchServer
-from tests.loopback.scripted import REPLIES, ScriptedJudge, battery_items, request_text
+from tests.loopback.scripted import REPLIES, ScriptedJudge, battery_items, request_text, task_docs
 
 MATHJUDGE = str(Path(sys.executable).with_name("mathjudge"))
 GEMINI_CANARY = "AIza-canary-0c4f7e19b2d84a6b"
@@ -286,63 +286,103 @@ def test_the_audit_goes_through_the_batch_api_when_batch_mode_is_chosen(scenario
     assert online == 2 * sum(i.family == "truncated" for i in items)
 
 
+# ------------------------------------------------------------------------------------------ incomplete audits
+def _incomplete_runs(tmp_path):
+    items = battery_items(DATA, "gsm8k_gpt4em", 1)
+    env = {"MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"), "OPENAI_API_KEY": CANARY_KEY}
+    with ChatCompletionsServer(ScriptedJudge(items, gullible)) as server:
+        metadata = {"judge_base_url": server.url, "judge_max_retries": 0}
+        dry = _mathjudge(["--limit", "1", "--tasks", "gsm8k_gpt4em", "--metadata",
+                          json.dumps({**metadata, "judge_dry_run": True})], env)
+        dry_calls = server.call_count
+        server.inject(status=503, times=10 * len(items))  # the judge is down: every answer goes unjudged
+        down = _mathjudge(["--limit", "1", "--tasks", "gsm8k_gpt4em", "--json", "--max-false-positive", "0.9",
+                           "--metadata", json.dumps(metadata)], env)
+    return items, dry, dry_calls, down
+
+
+def test_a_dry_run_or_an_unreachable_judge_leaves_the_audit_incomplete_with_exit_code_3(scenario):
+    items, dry, dry_calls, down = scenario()
+    assert dry.returncode == 3 and dry_calls == 0, dry.stderr[-3000:]
+    assert "not audited yet" in dry.stderr and "audit:gsm8k_gpt4em" in dry.stderr  # the estimate, then the stop
+    assert down.returncode == 3, down.stderr[-3000:]
+    report = json.loads(down.stdout)
+    summary = report["tasks"]["gsm8k_gpt4em"]
+    assert summary["complete"] is False and summary["failures"]["unreached"] == len(items)
+    assert summary["failures"]["kinds"] == {"http_503": len(items)} and summary["attacks"]["k"] == 0
+    assert "got no verdict because the judge could not be reached" in down.stderr
+
+
 # ------------------------------------------------------------------------------------------ judge_audit=true in a run
 N = 8
-TASK = "gsm8k_gpt4em"
+TASKS = ("gsm8k_gpt4em", "math500_gpt4em")
 
 
 def _in_run(tmp_path):
-    outputs = SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
-    rows = read_jsonl(outputs)[:N]
-    items = battery_items(DATA, TASK, 3)
+    """Two tasks with one judge: real GPT-3 solutions to GSM8K, and short right answers to MATH-500."""
+    gsm8k = read_jsonl(SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl")[:N]
+    math500 = [{"task": "math500_gpt4em", "problem": d["mj_question"], "is_correct": True,
+                "response": f"Replayed solution {i}: the answer is $\\boxed{{{d['mj_answer']}}}$."}
+               for i, d in enumerate(task_docs(DATA, "math500")[:N])]
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps(r) + "\n" for r in [*gsm8k, *math500]))
+    rows = [*gsm8k, *math500]
+    items = {task: battery_items(DATA, task, 3) for task in TASKS}
 
-    def grade_sample(body: dict) -> str:  # the run's own samples: graded as their upstream labels say
+    def grade_sample(body: dict) -> str:  # the run's own samples: graded as their labels say
         text = request_text(body)
         row = next(r for r in rows if r["response"].strip() in text)
         return REPLIES["exact_match"]["credit" if row["is_correct"] else "refuse"]
 
-    judge = ScriptedJudge(items, gullible, others=[r["response"].strip() for r in rows], fallback=grade_sample)
+    judge = ScriptedJudge([i for mine in items.values() for i in mine], gullible,
+                          others=[r["response"].strip() for r in rows], fallback=grade_sample)
 
-    def lm_eval(name: str, cache: str, **extra):
+    def lm_eval(name: str, **extra):
         metadata = {"judge_base_url": server.url, "judge_audit": True, "judge_audit_limit": 3, **extra}
-        return run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={outputs}", "--tasks", TASK,
+        return run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={replay}", "--tasks", ",".join(TASKS),
                             "--limit", str(N), "--log_samples", "--metadata", json.dumps(metadata)],
-                           {"MATHJUDGE_DATA_DIR": DATA, "MATHJUDGE_CACHE_DIR": str(tmp_path / cache),
+                           {"MATHJUDGE_DATA_DIR": DATA, "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
                             "OPENAI_API_KEY": CANARY_KEY}, tmp_path / name)
 
     with ChatCompletionsServer(judge) as server:
-        dry = lm_eval("dry", "cache", judge_dry_run=True)
+        dry = lm_eval("dry", judge_dry_run=True)
         dry_calls = server.call_count
-        first = lm_eval("out", "cache")
+        first = lm_eval("out")
         calls = server.call_count
-        rerun = lm_eval("again", "cache")
+        rerun = lm_eval("again")
         rerun_calls = server.call_count
-    labels = [r["is_correct"] for r in rows]
+    labels = {"gsm8k_gpt4em": [r["is_correct"] for r in gsm8k], "math500_gpt4em": [True] * N}
     return items, labels, first, rerun, (dry_calls, calls, rerun_calls), dry
 
 
-def test_judge_audit_true_records_the_audit_in_the_results_and_a_rerun_pays_nothing(scenario):
+def test_judge_audit_true_audits_each_judge_once_per_run_and_a_rerun_pays_nothing(scenario):
     items, labels, first, rerun, (dry_calls, calls, rerun_calls), dry = scenario()
-    # A dry run first: its estimate covers the audit's answers beside the samples, and it sends nothing.
+    # A dry run first: its estimate covers one audit beside the samples, and it sends nothing.
     assert dry.returncode != 0 and "dry run" in dry.stderr and dry_calls == 0
-    estimate = {line.split()[0]: line.split() for line in dry.stderr.splitlines() if line.startswith(("audit:", TASK))}
-    assert int(estimate[TASK][3]) == N and int(estimate[f"audit:{TASK}"][3]) == len(items)
+    estimate = {line.split()[0]: line.split() for line in dry.stderr.splitlines() if line.startswith(("audit:", *TASKS))}
+    [audit_row] = [name for name in estimate if name.startswith("audit:")]
+    assert all(int(estimate[task][3]) == N for task in TASKS)
+    assert int(estimate[audit_row][3]) == len(items[audit_row.split(":", 1)[1]])
+
     assert first.returncode == 0, first.stderr[-3000:]
     results = first.results()
-    judge = results["configs"][TASK]["metadata"]["judge"]
-    audit = judge["audit"]
+    judges = [results["configs"][task]["metadata"]["judge"] for task in TASKS]
+    audit = judges[0]["audit"]
+    assert judges[1]["audit"] == audit, "tasks with one judge share one audit"
+    [audited] = audit["tasks"]  # made on the problems of one task
     assert "items" not in audit and audit["battery"]["version"] == 1
-    _check(audit, items, _scripted(gullible))
+    _check(audit, items[audited], _scripted(gullible))
     # The scores are the run's own, untouched by the audit; the run's stats count its samples only.
-    assert results["results"][TASK]["gpt4_exact_match,none"] == pytest.approx(sum(labels) / N)
-    assert judge["run"]["requests"] == N
-    assert calls == N + len(items) + sum(i.family == "truncated" for i in items)
-    assert audit["cost"]["total"]["calls"] == calls - N
-    assert "judge audit of openai:" in first.stderr
+    for task, judge in zip(TASKS, judges):
+        assert results["results"][task]["gpt4_exact_match,none"] == pytest.approx(sum(labels[task]) / N)
+        assert judge["run"]["requests"] == N
+    sent = len(items[audited]) + sum(i.family == "truncated" for i in items[audited])
+    assert calls == len(TASKS) * N + sent and audit["cost"]["total"]["calls"] == sent
+    assert first.stderr.count("judge audit of openai:") == 1
     # The rerun sends nothing and records the same audit, all from the cache.
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert rerun_calls == calls
-    again = rerun.results()["configs"][TASK]["metadata"]["judge"]["audit"]
+    again = rerun.results()["configs"][TASKS[1]]["metadata"]["judge"]["audit"]
     assert again["tasks"] == audit["tasks"] and again["cost"]["total"]["calls"] == 0
 
 
@@ -352,4 +392,5 @@ SCENARIOS = {"test_the_audit_measures_exactly_the_scripted_rates_through_the_ope
              "test_a_panel_is_audited_as_its_majority_decides": _panel_run,
              "test_a_cascade_is_audited_with_what_its_rule_stage_credits": _cascade_run,
              "test_the_audit_goes_through_the_batch_api_when_batch_mode_is_chosen": _batch_run,
-             "test_judge_audit_true_records_the_audit_in_the_results_and_a_rerun_pays_nothing": _in_run}
+             "test_a_dry_run_or_an_unreachable_judge_leaves_the_audit_incomplete_with_exit_code_3": _incomplete_runs,
+             "test_judge_audit_true_audits_each_judge_once_per_run_and_a_rerun_pays_nothing": _in_run}

@@ -93,8 +93,8 @@ def render(report: dict[str, Any]) -> str:
     if len(report["tasks"]) > 1:
         parts += ["", f"## all tasks: {', '.join(report['overall']['judges'])}", "", table(report["overall"])]
     cost = report["cost"]["total"]
-    parts += ["", f"cost: {cost['calls']} judge calls, {cost['cached']} answered from the cache, "
-                  f"USD {cost['usd'] if cost['usd'] is not None else 'unknown (no price)'}"]
+    usd = f"USD {cost['usd']:.4f}" if cost["usd"] is not None else "USD unknown (no price; see judge_prices)"
+    parts += ["", f"cost: {cost['calls']} judge calls, {cost['cached']} answered from the cache, {usd}"]
     return "\n".join(parts)
 
 
