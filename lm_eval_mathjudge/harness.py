@@ -6,7 +6,9 @@ per task, after all generations) judges every (doc, response) of the task in
 one concurrent batch, and ``process_results`` only reads the verdicts. So the
 metrics still flow through lm-eval's own aggregation (mean, stderr),
 ``--log_samples`` and loggers. A panel of judges (``panel.py``) or a rule-then-LLM
-cascade (``cascade.py``) stands in for the single client when the settings ask for one.
+cascade (``cascade.py``) stands in for the single client when the settings ask for one. The judge
+audit (``audit/``) judges its answers with a fresh copy of the same judge (``build_judge``,
+``requests_for``, ``judge_built``); with ``judge_audit=true`` it runs after the task is judged.
 
 Task YAMLs select this class with ``class: !function
 lm_eval_mathjudge.harness.JudgedTask`` and describe the judge in a

@@ -84,6 +84,13 @@ def test_items_are_deterministic_distinct_and_within_the_limit(every_docs, name)
     assert [i.response for i in other] != [i.response for i in items]  # the seed includes the task
 
 
+def test_a_larger_limit_only_adds_answers(every_docs):
+    """So raising --limit pays only for the new answers: the smaller battery's are cached."""
+    small, large = (battery.build("gsm8k_gpt4em", every_docs["gsm8k"], n) for n in (3, 10))
+    for family in battery.load().families:
+        assert [i for i in large if i.family == family.name][:3] == [i for i in small if i.family == family.name]
+
+
 @pytest.mark.parametrize("name", DATASETS)
 def test_templates_take_turns_and_meet_different_problems(every_docs, name):
     items = battery.build(f"{name}_gpt4em", every_docs[name], 40)

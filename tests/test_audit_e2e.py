@@ -103,7 +103,8 @@ def _check(report: dict, items, outcome) -> None:
         assert report["tasks"][task]["families"] == families, task
     expected_fp = sum(outcome(i) == "credit" for i in items if i.kind == "attack")
     attacks = sum(i.kind == "attack" for i in items)
-    assert report["overall"]["attacks"] == {"n": attacks, "k": expected_fp, "false_positive_rate": expected_fp / attacks,
+    assert report["overall"]["attacks"] == {"n": attacks, "k": expected_fp,
+                                            "false_positive_rate": expected_fp / attacks,
                                             "ci95": list(wilson_interval(expected_fp, attacks))}
     if "items" in report:  # the command's report lists every answer, in the battery's order
         assert [(d["task"], d["family"], d["template"], d["doc_index"]) for d in report["items"]] == [
@@ -359,7 +360,8 @@ def test_judge_audit_true_audits_each_judge_once_per_run_and_a_rerun_pays_nothin
     items, labels, first, rerun, (dry_calls, calls, rerun_calls), dry = scenario()
     # A dry run first: its estimate covers one audit beside the samples, and it sends nothing.
     assert dry.returncode != 0 and "dry run" in dry.stderr and dry_calls == 0
-    estimate = {line.split()[0]: line.split() for line in dry.stderr.splitlines() if line.startswith(("audit:", *TASKS))}
+    estimate = {line.split()[0]: line.split() for line in dry.stderr.splitlines()
+                if line.startswith(("audit:", *TASKS))}
     [audit_row] = [name for name in estimate if name.startswith("audit:")]
     assert all(int(estimate[task][3]) == N for task in TASKS)
     assert int(estimate[audit_row][3]) == len(items[audit_row.split(":", 1)[1]])

@@ -43,21 +43,19 @@ def audit_tasks(tasks: Sequence[Any], limit: int | None = None, ledger: Any = No
 
     battery = load()
     ledger = Ledger() if ledger is None else ledger
-    opened: list[tuple[Any, Any, list]] = []  # (task, client, members)
+    plans: list[tuple[Any, list[Item], list, Any, list]] = []  # (task, items, requests, client, member clients)
     try:
         for task in tasks:
-            opened.append((task, *task.build_judge()))
-        plans = []
-        for task, client, members in opened:
             items = build(task.config.task, list(task.eval_docs), limit or task.options.audit_limit, battery)
-            plans.append((items, task.requests_for([(item.doc, item.response) for item in items])))
-        check_spend([part for (task, _, members), (_, built) in zip(opened, plans)
+            client, members = task.build_judge()
+            plans.append((task, items, task.requests_for([(i.doc, i.response) for i in items]), client, members))
+        check_spend([part for task, _, built, _, members in plans
                      for part in task.spend_parts(members, built, ledger_name(task.config.task))],
-                    opened[0][2][0].settings.resolved_cache_dir() if opened else "")
+                    plans[0][4][0].settings.resolved_cache_dir())  # where a dry run says the generations are
         results = [(task, items, task.judge_built(client, built, ledger_name(task.config.task)))
-                   for (task, client, _), (items, built) in zip(opened, plans)]
+                   for task, items, built, client, _ in plans]
     finally:
-        for task, client, members in opened:
+        for task, _, _, client, members in plans:
             for member in members:
                 ledger.record_stats(ledger_name(task.config.task), member.settings, member.stats)
             client.close()

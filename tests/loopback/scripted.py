@@ -26,8 +26,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 REPLIES = {
     "exact_match": {
-        "credit": "Error Analysis: The student's final answer is the same as the reference answer.\nFinal Verdict: Correct",
-        "refuse": "Error Analysis: The student's final answer differs from the reference answer.\nFinal Verdict: Incorrect",
+        "credit": ("Error Analysis: The student's final answer is the same as the reference answer.\n"
+                   "Final Verdict: Correct"),
+        "refuse": ("Error Analysis: The student's final answer differs from the reference answer.\n"
+                   "Final Verdict: Incorrect"),
     },
     "vlm": {
         "credit": ("INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nACTION_REFLECTION: 0\n"
