@@ -4,6 +4,7 @@
     cache [--cache-dir DIR]       where the judge cache lives and how big it is
     cache --clear [--cache-dir]   delete the judge cache (only its files; saved generations are kept)
     leaderboard, diff, agreement, rejudge   compare and re-judge runs (lm_eval_mathjudge.reports)
+    audit                         how gullible the configured judge is (lm_eval_mathjudge.audit)
 """
 
 from __future__ import annotations

@@ -49,9 +49,11 @@ SCOPES = {"exact_match": "gpt4em", "vlm": "vlm"}  # judge -> prefix of its own s
 OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD")  # read elsewhere, not settings
 META_PREFIX = "judge_"
 # Judge-run options that are not per-judge settings (panel.py, cascade.py); same layers and names.
-RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade")
+RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade", "audit", "audit_limit")
 PANEL_RULES = ("majority", "unanimous")
 MAX_PANEL = 9
+AUDIT_LIMIT = 10  # adversarial answers per attack family and task in a judge audit (lm_eval_mathjudge.audit)
+MAX_AUDIT_LIMIT = 10_000
 
 # Limits: a value outside them is a typo or a unit mix-up, never a useful setting.
 MAX_RETRIES_LIMIT = 20
@@ -184,6 +186,8 @@ class RunOptions:
     panel_rule: str = "majority"
     panel_min: int | None = None  # None: a strict majority of the members must give a verdict
     cascade: bool = False
+    audit: bool = False  # measure the judge's gullibility once per run (lm_eval_mathjudge.audit)
+    audit_limit: int = AUDIT_LIMIT
 
     def __post_init__(self):
         for problem in _option_problems(self):
@@ -216,12 +220,18 @@ def resolve_run_options(judge: str, yaml_settings: Mapping[str, Any] | None, met
             values["panel_min"] = _to_int(merged["panel_min"])
         except (TypeError, ValueError):
             raise ConfigError(f"judge setting panel_min={merged['panel_min']!r} is not a valid int") from None
-    if merged.get("cascade") is not None:
+    for name in ("cascade", "audit"):
+        if merged.get(name) is not None:
+            try:
+                values[name] = _to_bool(merged[name])
+            except ValueError:
+                raise ConfigError(f"judge setting {name}={merged[name]!r} is not a valid bool "
+                                  "(true/false)") from None
+    if merged.get("audit_limit") not in (None, ""):
         try:
-            values["cascade"] = _to_bool(merged["cascade"])
-        except ValueError:
-            raise ConfigError(f"judge setting cascade={merged['cascade']!r} is not a valid bool "
-                              "(true/false)") from None
+            values["audit_limit"] = _to_int(merged["audit_limit"])
+        except (TypeError, ValueError):
+            raise ConfigError(f"judge setting audit_limit={merged['audit_limit']!r} is not a valid int") from None
     options = RunOptions(**values)
     if options.cascade and judge != "exact_match":
         raise ConfigError(f"judge_cascade works with the exact-match judge only (the {judge} judge has no rule "
@@ -262,6 +272,8 @@ def _option_problems(o: RunOptions):
                f"({len(o.panel)})")
     if o.panel and o.cascade:
         yield "judge_panel and judge_cascade cannot be combined; choose one"
+    if not 1 <= o.audit_limit <= MAX_AUDIT_LIMIT:
+        yield f"judge_audit_limit={o.audit_limit} must be between 1 and {MAX_AUDIT_LIMIT} (answers per attack family)"
     if not o.panel and (o.panel_min is not None or o.panel_rule != "majority"):
         yield "judge_panel_rule/judge_panel_min are set but judge_panel is not; add the panel members or remove them"
 

@@ -28,6 +28,7 @@ from .redact import redact
 DATA_DIR_ENV = "MATHJUDGE_DATA_DIR"
 LOCAL_FILE = "test.jsonl"
 _CALCULATOR = re.compile(r"<<[^<>]*>>")  # GSM8K's "<<48/2=24>>" annotations
+NO_SOLUTION = "(No worked solution is available.)"  # ends the reference of a data set without solutions
 
 
 def local_data_dir() -> str | None:
@@ -115,7 +116,7 @@ def aime_with_solution(doc):
 def answer_only(doc):
     """AIME 2025: no worked solution exists in the dataset."""
     answer = _aime_number(str(doc["answer"]).strip())
-    return doc["problem"], f"The final answer is {answer}. (No worked solution is available.)", answer
+    return doc["problem"], f"The final answer is {answer}. {NO_SOLUTION}", answer
 
 
 def _aime_number(answer: str) -> str:

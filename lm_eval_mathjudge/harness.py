@@ -6,7 +6,9 @@ per task, after all generations) judges every (doc, response) of the task in
 one concurrent batch, and ``process_results`` only reads the verdicts. So the
 metrics still flow through lm-eval's own aggregation (mean, stderr),
 ``--log_samples`` and loggers. A panel of judges (``panel.py``) or a rule-then-LLM
-cascade (``cascade.py``) stands in for the single client when the settings ask for one.
+cascade (``cascade.py``) stands in for the single client when the settings ask for one. The judge
+audit (``audit/``) judges its answers with a fresh copy of the same judge (``build_judge``,
+``requests_for``, ``judge_built``); with ``judge_audit=true`` it runs after the task is judged.
 
 Task YAMLs select this class with ``class: !function
 lm_eval_mathjudge.harness.JudgedTask`` and describe the judge in a
@@ -138,6 +140,10 @@ class JudgedTask(TaskBase):
                 self._finish_job()
             else:  # a panel or a cascade: its own judge_all
                 self._judge_instances()
+            if self._options.audit:  # judge_audit=true: the judge's gullibility, beside the scores
+                from . import audit
+
+                self.config.metadata["judge"]["audit"] = audit.in_run(self, self._audit_key())
         except (JudgeRunError, cost.BudgetExceeded):  # their messages already say where the generations are
             raise
         except Exception as exc:  # anything else: say what happened and keep the generations
@@ -219,8 +225,12 @@ class JudgedTask(TaskBase):
         return [self._settings]
 
     def _open_judge(self) -> None:
-        if self._client is not None:
-            return
+        if self._client is None:
+            self._client, self._members_open = self.build_judge()
+
+    def build_judge(self) -> tuple[Any, list[JudgeClient]]:
+        """A new copy of this task's judge (one client, a panel or a cascade) and its member clients; the
+        caller closes it. The task judges its samples with one; the judge audit opens another."""
         clients: list[tuple[str, JudgeClient]] = []
         try:
             for settings in self._members:
@@ -229,13 +239,12 @@ class JudgedTask(TaskBase):
             for _, client in clients:
                 client.close()
             raise
-        self._members_open = [client for _, client in clients]
+        members = [client for _, client in clients]
         if self._options.panel:
-            self._client = Panel(clients, self._options.panel_rule, self._options.quorum, self._judge.describe)
-        elif self._options.cascade:
-            self._client = cascade.Cascade(clients[0], clients[1], self._judge.describe)
-        else:
-            self._client = clients[0][1]
+            return Panel(clients, self._options.panel_rule, self._options.quorum, self._judge.describe), members
+        if self._options.cascade:
+            return cascade.Cascade(clients[0], clients[1], self._judge.describe), members
+        return clients[0][1], members
 
     def _open_client(self, settings: JudgeSettings) -> JudgeClient:
         backends.check_credentials(settings, self._judge.name)
@@ -279,20 +288,59 @@ class JudgedTask(TaskBase):
     def _run_judge(self, pairs: list[tuple[dict, str]]) -> tuple[list[Outcome], list[dict[str, Any]]]:
         """One outcome per pair, and what a panel or cascade adds to each sample's record."""
         client = self._client
-        built = [self._build_request(doc, response) for doc, response in pairs]
-        todo = [item for item in built if isinstance(item, JudgeRequest)]
+        built = self.requests_for(pairs)
         # Panels and cascades judge on their own path; the dry run and budget still come first (a
         # cascade's LLM stage is estimated on every request: the most it can be asked).
-        run.check_spend([run.Part(self.config.task, member, lambda m=member: ((m.key(r), r) for r in todo))
-                         for member in self._members_open], self._settings.resolved_cache_dir())
-        judged = iter(client.judge_all(todo, desc=f"judging {self.config.task}"))
-        outcomes = [next(judged) if isinstance(item, JudgeRequest) else item for item in built]
-        extra = iter(getattr(client, "details", None) or [{}] * len(todo))
+        run.check_spend(self.spend_parts(self._members_open, built, self.config.task) + self._audit_parts(),
+                        self._settings.resolved_cache_dir())
+        outcomes = self.judge_built(client, built, self.config.task)
+        extra = iter(getattr(client, "details", None) or [{}] * sum(isinstance(b, JudgeRequest) for b in built))
         details = [next(extra) if isinstance(item, JudgeRequest) else {} for item in built]
         self._note_stats(client, outcomes, [not isinstance(item, JudgeRequest) for item in built])
         self.config.metadata["judge"].update(run.summarise_members(self.config.task, self._members_open))
         self._fatal = client.fatal_error
         return outcomes, details
+
+    # ------------------------------------------------------------------ judging answers that are not samples
+    # The judge audit (lm_eval_mathjudge.audit) judges its answers through these, exactly as the samples are
+    # judged: a fresh copy of the task's judge (same settings, template, cache, limits, retries, batch mode,
+    # panel or cascade), its requests built by the task's own template, the dry run and budget checked first.
+    @property
+    def judge(self) -> Judge:
+        return self._judge
+
+    @property
+    def options(self) -> RunOptions:
+        return self._options
+
+    def requests_for(self, pairs: list[tuple[dict, str]]) -> list[JudgeRequest | Outcome]:
+        return [self._build_request(doc, response) for doc, response in pairs]
+
+    @staticmethod
+    def spend_parts(members: list[JudgeClient], built: list, name: str) -> list[run.Part]:
+        """What each member would be asked for ``built``, for the dry run and budget (``run.check_spend``)."""
+        todo = [item for item in built if isinstance(item, JudgeRequest)]
+        return [run.Part(name, member, lambda m=member: ((m.key(r), r) for r in todo)) for member in members]
+
+    @staticmethod
+    def judge_built(client: Any, built: list, name: str) -> list[Outcome]:
+        """One outcome per built item: requests judged by ``client``, an Outcome already there kept."""
+        todo = [item for item in built if isinstance(item, JudgeRequest)]
+        judged = iter(client.judge_all(todo, desc=f"judging {name}"))
+        return [next(judged) if isinstance(item, JudgeRequest) else item for item in built]
+
+    def _audit_parts(self) -> list[run.Part]:
+        """The audit's requests, for this run's dry run and budget (judge_audit=true), until it has run."""
+        if not self._options.audit or self._bypassed():
+            return []
+        from . import audit
+
+        built = self.requests_for(audit.pending_pairs(self, self._audit_key()))
+        return self.spend_parts(self._members_open, built, audit.ledger_name(self.config.task))
+
+    def _audit_key(self) -> str:
+        """Tasks of one run with the same judge (settings, template, panel or cascade) share one audit."""
+        return json.dumps([self._provenance(), self._options.audit_limit], sort_keys=True, default=str)
 
     def _note_stats(self, client: Any, outcomes: list[Outcome], skipped: list[bool]) -> None:
         """This task's judge stats in its metadata (failures counted per sample)."""

@@ -214,7 +214,12 @@ def run_pass(first: Any) -> None:
                 raise
             log.debug("%s: left to judge itself", task.config.task, exc_info=True)
     jobs = [job for _, job in started]
-    check_spend(parts_of(jobs), first._settings.resolved_cache_dir())  # dry run / budget: before any call
+    audits: dict[str, list[Part]] = {}  # judge_audit=true: each judge's audit is estimated too, once
+    for task, _ in started:
+        if task.options.audit:
+            audits.setdefault(task._audit_key(), task._audit_parts())
+    check_spend(parts_of(jobs) + [part for parts in audits.values() for part in parts],
+                first._settings.resolved_cache_dir())  # dry run / budget: before any call
     submit_all_batches(jobs)
     names = [job.name for job in jobs]
     desc = f"judging {names[0]}" if len(names) == 1 else f"judging {len(names)} tasks"

@@ -8,7 +8,9 @@
     html.py         the self-contained HTML page
     agreement.py    judge vs judge, or judge vs labels
     rejudge.py      replay saved samples through lm-eval with another judge
+    audit.py        ``mathjudge audit``: load tasks as lm-eval does, audit their judges (lm_eval_mathjudge.audit)
     cli.py          the ``mathjudge`` subcommands
 
-Nothing here is imported by the task plugin; the CLI imports modules lazily.
+Nothing here is imported by the task plugin, except the pure ``stats.py`` (the judge audit's
+intervals, under ``judge_audit=true``); the CLI imports modules lazily.
 """

@@ -1,4 +1,4 @@
-"""``mathjudge leaderboard | diff | agreement | rejudge``: argument parsing and dispatch.
+"""``mathjudge leaderboard | diff | agreement | rejudge | audit``: argument parsing and dispatch.
 
 Only argparse is imported here; each command imports its modules when it runs,
 so ``mathjudge --help`` and the package import stay cheap.
@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-COMMANDS = ("leaderboard", "diff", "agreement", "rejudge")
+COMMANDS = ("leaderboard", "diff", "agreement", "rejudge", "audit")
 
 
 def add_commands(sub) -> None:
@@ -43,6 +43,17 @@ def add_commands(sub) -> None:
     rejudge.add_argument("--judge", metavar="BACKEND[:MODEL]", help="shorthand for judge_backend / judge_model")
     rejudge.add_argument("--tasks", help="comma-separated plugin tasks to judge as (default: same data set, GPT4-EM)")
 
+    audit = sub.add_parser("audit", help="how often the configured judge credits answers written to game it")
+    audit.add_argument("--tasks", help="comma-separated plugin tasks, or a judge (gpt4em, vlmjudge) for all its "
+                                       "data sets (default: gpt4em)")
+    audit.add_argument("--metadata", default="{}", help="judge settings as lm_eval --metadata JSON")
+    audit.add_argument("--judge", metavar="BACKEND[:MODEL]", help="shorthand for judge_backend / judge_model")
+    audit.add_argument("--limit", type=int, help="answers per attack family and task (default: judge_audit_limit, 10)")
+    audit.add_argument("--max-false-positive", type=float, metavar="RATE",
+                       help="exit with 1 when any family's (or the overall) false-positive rate is above RATE")
+    audit.add_argument("--output", metavar="FILE", help="also write the full report (every answer) as JSON here")
+    audit.add_argument("--json", action="store_true", help="print the JSON report instead of the tables")
+
 
 def _stats_args(parser) -> None:
     parser.add_argument("--iters", type=int, default=10_000, help="bootstrap resamples (default 10000)")
@@ -52,7 +63,8 @@ def _stats_args(parser) -> None:
 def run(args) -> int:
     from ..errors import MathJudgeError
 
-    command = {"leaderboard": _leaderboard, "diff": _diff, "agreement": _agreement, "rejudge": _rejudge}[args.command]
+    command = {"leaderboard": _leaderboard, "diff": _diff, "agreement": _agreement, "rejudge": _rejudge,
+               "audit": _audit}[args.command]
     try:
         return command(args)
     except MathJudgeError as exc:
@@ -138,6 +150,22 @@ def _agreement(args) -> int:
 
 def _rejudge(args) -> int:
     from .rejudge import rejudge
+
+    metadata = _judge_metadata(args)
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+    for path in rejudge(args.samples, args.output_path, metadata, tasks):
+        print(f"written {path}")
+    return 0
+
+
+def _audit(args) -> int:
+    from . import audit
+
+    return audit.run(args, _judge_metadata(args))
+
+
+def _judge_metadata(args) -> dict:
+    """--metadata JSON, with --judge BACKEND[:MODEL] on top."""
     from .runs import ReportError
 
     try:
@@ -152,7 +180,4 @@ def _rejudge(args) -> int:
         metadata["judge_backend"] = backend  # the explicit flag wins over --metadata
         if model:
             metadata["judge_model"] = model
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    for path in rejudge(args.samples, args.output_path, metadata, tasks):
-        print(f"written {path}")
-    return 0
+    return metadata

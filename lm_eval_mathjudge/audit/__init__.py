@@ -1,0 +1,123 @@
+"""The judge audit: how often does the configured judge credit an answer written to game it?
+
+A fixed, versioned battery of adversarial answers (``battery.py``,
+``battery_v<N>.json``) is paired with real problems of each task's data set
+and judged by the task's own judge, exactly as its samples would be
+(``JudgedTask.judge_apart``: the same settings, template, cache, limits,
+retries, batch mode, panel or cascade; dry run and budget first). The outcomes
+become false-positive rates per attack family with Wilson intervals, control
+accuracies and judge failures (``score.py``), and the calls go into the cost
+ledger (``cost.Ledger``).
+
+Two entry points: ``mathjudge audit`` (``reports/audit.py``) audits the tasks
+it loads; ``judge_audit=true`` in a run (``in_run``) audits each judge once per
+process and records the summary in the task's ``metadata.judge.audit``.
+Answers already judged are cached like any other request, so a rerun is free.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+from .battery import Item, build, load
+from .score import Row, breaches, summarise, table
+
+__all__ = ["Item", "audit_tasks", "breaches", "build", "in_run", "load", "pipeline_label", "table"]
+
+_DONE: dict[str, dict[str, Any]] = {}  # judge key -> the record of the audit made for it in this process
+
+
+def ledger_name(task: str) -> str:
+    return f"audit:{task}"
+
+
+def audit_tasks(tasks: Sequence[Any], limit: int | None = None, ledger: Any = None) -> dict[str, Any]:
+    """Audit each judged task's judge on its own problems; the report (JSON-able, with every item).
+
+    ``limit``: answers per family and task (default: each task's ``judge_audit_limit``). Every judge is
+    opened and the dry run and budget are checked over all tasks before the first call.
+    """
+    from ..cost import Ledger
+    from ..run import check_spend
+
+    battery = load()
+    ledger = Ledger() if ledger is None else ledger
+    plans: list[tuple[Any, list[Item], list, Any, list]] = []  # (task, items, requests, client, member clients)
+    try:
+        for task in tasks:
+            items = build(task.config.task, list(task.eval_docs), limit or task.options.audit_limit, battery)
+            client, members = task.build_judge()
+            plans.append((task, items, task.requests_for([(i.doc, i.response) for i in items]), client, members))
+        check_spend([part for task, _, built, _, members in plans
+                     for part in task.spend_parts(members, built, ledger_name(task.config.task))],
+                    plans[0][4][0].settings.resolved_cache_dir())  # where a dry run says the generations are
+        results = [(task, items, task.judge_built(client, built, ledger_name(task.config.task)))
+                   for task, items, built, client, _ in plans]
+    finally:
+        for task, _, _, client, members in plans:
+            for member in members:
+                ledger.record_stats(ledger_name(task.config.task), member.settings, member.stats)
+            client.close()
+    return _report(battery, results, limit, ledger)
+
+
+def _report(battery: Any, results: list, limit: int | None, ledger: Any) -> dict[str, Any]:
+    per_task: dict[str, dict[str, Any]] = {}
+    every: list[Row] = []
+    details: list[dict[str, Any]] = []
+    for task, items, outcomes in results:
+        judge = task.judge
+        rows = [(item, o, o.verdict is not None and judge.scores(o.verdict)[judge.metric_names[0]] == 1.0)
+                for item, o in zip(items, outcomes)]
+        per_task[task.config.task] = {"judge": pipeline_label(task.config.metadata["judge"]),
+                                      "metric": judge.metric_names[0], "limit": limit or task.options.audit_limit,
+                                      **summarise(rows)}
+        every += rows
+        details += [_detail(row, judge) for row in rows]
+    return {"battery": battery.describe(), "tasks": per_task,
+            "overall": {"judges": sorted({t["judge"] for t in per_task.values()}), **summarise(every)},
+            "cost": ledger.as_dict(), "items": details}
+
+
+def in_run(task: Any, key: str) -> dict[str, Any]:
+    """``judge_audit=true``: the audit record of this task's judge, audited once per process."""
+    key = f"{load().sha256}:{key}"
+    if key not in _DONE:
+        from ..cost import Ledger
+
+        ledger = Ledger()
+        report = audit_tasks([task], ledger=ledger)
+        name = task.config.task
+        print(f"judge audit of {report['tasks'][name]['judge']} on {name} (battery v{report['battery']['version']}):\n"
+              f"{table(report['tasks'][name])}\n{ledger.table()}", file=sys.stderr, flush=True)
+        _DONE[key] = {k: v for k, v in report.items() if k != "items"}
+    return _DONE[key]
+
+
+def pending_pairs(task: Any, key: str) -> list[tuple[Any, str]]:
+    """The (doc, answer) pairs ``in_run`` would judge for this task; none once its judge is audited."""
+    if f"{load().sha256}:{key}" in _DONE:
+        return []
+    items = build(task.config.task, list(task.eval_docs), task.options.audit_limit)
+    return [(item.doc, item.response) for item in items]
+
+
+def pipeline_label(judge: dict[str, Any]) -> str:
+    """A short name of the judge pipeline from a task's ``metadata.judge``."""
+    def one(settings: dict[str, Any]) -> str:
+        return f"{settings['backend']}:{settings['model']}"
+    if "panel" in judge:
+        return f"panel({judge['panel']['rule']}: {', '.join(one(m) for m in judge['panel']['members'])})"
+    if "cascade" in judge:
+        return f"cascade({one(judge['cascade']['rule'])} -> {one(judge['cascade']['llm'])})"
+    return one(judge)
+
+
+def _detail(row: Row, judge: Any) -> dict[str, Any]:
+    item, outcome, credited = row
+    return {**item.as_dict(), "credited": credited,
+            "verdict": None if outcome.verdict is None else judge.describe(outcome.verdict),
+            "failure": outcome.failure, "error": outcome.error, "raw_reply": outcome.raw_reply,
+            "cached": outcome.cached}
+
