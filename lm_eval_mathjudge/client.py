@@ -123,13 +123,15 @@ class JudgeStats:
     usage: Counter = field(default_factory=Counter)
     batch: Counter = field(default_factory=Counter)  # judge_mode=batch: submitted, succeeded, failed, expired, ...
     batch_usage: Counter = field(default_factory=Counter)  # tokens paid at batch prices (not in ``usage``)
+    cache_failures: Counter = field(default_factory=Counter)  # cache writes/reads a full or failing disk refused
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "unique_requests": self.unique, "cache_hits": self.cache_hits,
                 "judge_calls": self.calls, "retries": self.retries, "rate_limited": self.rate_limited,
                 "shared_with_other_processes": self.shared, "failures": dict(self.failures),
                 "usage": dict(self.usage),
-                **({"batch": dict(self.batch), "batch_usage": dict(self.batch_usage)} if self.batch else {})}
+                **({"batch": dict(self.batch), "batch_usage": dict(self.batch_usage)} if self.batch else {}),
+                **({"cache_failures": dict(self.cache_failures)} if self.cache_failures else {})}
 
 
 class JudgeClient:
@@ -198,11 +200,13 @@ class JudgeClient:
             self._settled.update(prefill(self, items).settled)
 
     def finish(self, outcomes: Iterable[Outcome]) -> None:
-        """Count the failures of the unique requests judged (one per unique request)."""
+        """Count the failures of the unique requests judged (one per unique request), and the cache's."""
         with self._lock:
             for outcome in outcomes:
                 if outcome.failure:
                     self.stats.failures[outcome.failure] += 1
+            if self._cache is not None:  # what a full disk refused (reply, lease, note, read): cache.py
+                self.stats.cache_failures = Counter(self._cache.failures)
 
     @property
     def batch_mode(self) -> bool:
@@ -299,7 +303,7 @@ class JudgeClient:
         return clean_reply(call_with_retries(lambda: self._call(request), self._policy, on_retry=self._on_retry))
 
     def _store(self, key: str, reply: Reply) -> None:
-        try:
+        try:  # a full disk is the cache's to count and report (once); the reply is used either way
             self._cache.put(key, reply, self._judge_label)
         except sqlite3.Error as exc:  # the reply is paid and still used; only the cache copy is lost
             log.warning("could not store a judge reply in the cache (%s); this sample is still judged", exc)

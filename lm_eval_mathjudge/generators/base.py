@@ -250,7 +250,12 @@ class GeneratorLM(LM):
             outcome = "ok"
         finally:
             permit.done(outcome)
-        return self._store.put(job.key, *self._checked(produced), self._label)
+        try:
+            return self._store.put(job.key, *self._checked(produced), self._label)
+        except FatalJudgeError as exc:  # the disk refused the file: every further one would be paid and lost
+            with self._lock:
+                self._fatal = self._fatal or exc
+            raise
 
     def _checked(self, produced: bytes | GeneratedMedia) -> tuple[bytes, str]:
         media = produced if isinstance(produced, GeneratedMedia) else GeneratedMedia(produced)
@@ -291,7 +296,9 @@ class GeneratorLM(LM):
 
     def _run_error(self, errors: list[JudgeCallError], total: int) -> GenerationRunError:
         kinds = ", ".join(f"{k}: {n}" for k, n in sorted(Counter(e.kind for e in errors).items()))
-        cause = f"The generator refused the requests: {self._fatal}" if self._fatal else f"Last error: {errors[-1]}"
+        fatal = self._fatal
+        cause = (f"Last error: {errors[-1]}" if fatal is None else f"Generation stopped: {fatal}"
+                 if fatal.kind == "disk_full" else f"The generator refused the requests: {fatal}")
         return GenerationRunError(
             f"{self.ADAPTER}: {len(errors)} of {total} prompts got no media ({kinds}). {redact(str(cause))}. "
             f"Nothing was scored. Every file generated so far is kept and indexed in {self._store.directory}, "
