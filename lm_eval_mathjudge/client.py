@@ -48,6 +48,7 @@ from .types import Backend, JudgeRequest, Outcome, Reply, clean_text
 log = logging.getLogger(__name__)
 
 PARSE_ASKS = 2  # first ask + one re-ask after an off-contract reply
+MEDIA_STATUSES = (400, 413, 415, 422)  # refusals of a request carrying media: about this sample's media
 
 
 def outcome_from_error(error: MathJudgeError, *, calls: int = 0, reply: Reply | None = None) -> Outcome:
@@ -333,7 +334,7 @@ class JudgeClient:
                 raise
             except FatalJudgeError as exc:
                 self._count_call(None)
-                if exc.kind == "http_400" and request.media:  # e.g. an unsupported video: this sample only
+                if exc.status in MEDIA_STATUSES and exc.kind != "auth" and request.media:  # this sample only
                     raise JudgeRefusal(f"the judge rejected the attached media: {exc}", kind="media_rejected") from None
                 with self._lock:
                     self._fatal = self._fatal or exc

@@ -78,12 +78,11 @@ from lm_eval.api.model import LM
 
 from ..errors import ConfigError, FatalJudgeError, GenerationFailure, GenerationRunError, JudgeCallError, \
     TransientJudgeError
-from ..media import sniff
+from ..media import media_problem, sniff
 from ..pool import backend_limits, run_bounded
 from ..redact import redact
 from ..retry import RetryPolicy, call_with_retries
 from . import failure_marker, record_provenance
-from .integrity import media_problem
 from .job import Job
 from .settings import GeneratorSettings, check_credentials, default_media_dir, load_template, split_model_args
 from .store import MediaStore, StoredMedia, request_key
