@@ -92,7 +92,7 @@ class ReplyCache:
         self.path = os.path.join(directory, FILE_NAME)
         self._lock = threading.Lock()
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.failures: Counter = Counter()  # what the disk refused, by kind: reply, lease, note, read
+        self.failures: Counter = Counter()  # what the disk refused, by kind: reply, lease, note, read, open
         self._unstored: dict[str, Reply] = {}  # replies paid for in this process that the disk refused
         self._frozen: BaseException | None = None  # why the file is only read (a disk with no room to open it)
         self._db = self._open_checked()

@@ -92,7 +92,8 @@ def test_doc_id_only_records_without_a_task_are_refused_for_a_run_of_several_tas
 
 
 def test_identical_duplicates_count_once_and_different_ones_name_both_lines(tmp_path):
-    same = ReplayLM(path=_file(tmp_path, *_records({"question": Q0, "response": "A0"}, {"question": Q1, "response": "A1"},
+    same = ReplayLM(path=_file(tmp_path, *_records({"question": Q0, "response": "A0"},
+                                                   {"question": Q1, "response": "A1"},
                                                    {"question": Q0, "response": "A0"})))
     assert same.generate_until([Request("t", 0, Q0)]) == ["A0"]
     for records, what in ((({"question": Q0, "response": "A0"}, {"doc_id": 4, "response": "x"},
@@ -120,7 +121,8 @@ MALFORMED = [  # (lines, the line named, words of the message)
     pytest.param(['{"question": "Q", "response": 42}'], 1, "has no response text", id="number-response"),
     pytest.param(['{"question": ["Q"], "response": "A"}'], 1, "'question' must be the question's text",
                  id="question-not-text"),
-    pytest.param(['{"task": 7, "question": "Q", "response": "A"}'], 1, "'task' must be a task name", id="task-not-text"),
+    pytest.param(['{"task": 7, "question": "Q", "response": "A"}'], 1, "'task' must be a task name",
+                 id="task-not-text"),
     pytest.param(['{"response": "A"}'], 1, "neither a question", id="nothing-to-match"),
     pytest.param(['{"question": "Q", "response": "A"}', '{"question": "Q2", "respon'], 2, "is not valid JSON",
                  id="cut-json"),
