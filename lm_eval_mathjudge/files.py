@@ -15,7 +15,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import shutil
 import threading
 from typing import Any
 
@@ -112,6 +111,8 @@ def disk_problem(exc: BaseException) -> str | None:
 
 def free_space(folder: str) -> str:
     """``"12.0 KiB free of 300.0 KiB"`` for the disk holding ``folder`` (or what can be told)."""
+    import shutil  # only when a disk has failed
+
     try:
         usage = shutil.disk_usage(folder)
     except OSError:
