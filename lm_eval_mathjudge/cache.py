@@ -8,9 +8,18 @@ re-scores old runs without a single new call.
 Guarantees (README, "Reliability"):
 
 * checked when opened, before any generation: ``PRAGMA quick_check`` and a
-  real write. A damaged file is moved aside under a timestamped name (the
-  message names both paths), never deleted; a read-only file is a
-  ``ConfigError``;
+  real write. Only real damage (a failed ``quick_check``, a file that is not an
+  SQLite database) moves the file aside, under a timestamped name (the message
+  names both paths and what the check found), never deleted; a read-only file
+  is a ``ConfigError``;
+* a full or failing disk is not damage (``files.disk_problem``): every write
+  (reply, lease, note) that the disk refuses costs only that write. The reply is
+  kept in memory and still used for its verdict; the failure is counted
+  (``failures``, in the judge stats) and reported once per folder per process
+  with the free space. A disk with no room even to open the file for writing
+  (a WAL needs its -shm file) gets it read only, as it is, for the whole run;
+  a file that cannot be read either is left in place and the run starts from
+  an empty cache in memory;
 * private: the folder is created 0700, the database and its WAL 0600;
 * shared in-flight work: several processes may share one file (WAL, single-
   statement writes, ``busy_timeout``). Before paying for a call a process
@@ -30,10 +39,12 @@ import sqlite3
 import threading
 import time
 import uuid
-from typing import Any
+from collections import Counter
+from typing import Any, Callable, TypeVar
 
+from . import files
 from .errors import ConfigError
-from .files import private_dir
+from .files import disk_problem, private_dir, report_disk_problem
 from .types import Reply  # also re-exported: Reply lived here before it moved to the contract module
 
 log = logging.getLogger(__name__)
@@ -43,6 +54,24 @@ FILE_NAME = "judge_cache.sqlite3"
 SQLITE_SUFFIXES = ("", "-wal", "-shm")  # the database, its write-ahead log and shared-memory index
 BUSY_TIMEOUT_S = 60
 LEASE_POLL_S = 0.2
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26  # primary result codes that mean the file itself is damaged
+_TOPIC = "the judge cache"
+_CONSEQUENCE = ("This is not damage: the cache is kept as it is. Every reply is still used for its verdict; "
+                "replies that could not be stored are paid again by a rerun. Free space there (or set "
+                "MATHJUDGE_CACHE_DIR to a folder with room) to keep them. Reported once; the counts are in the "
+                "results file (judge run stats: cache_failures)")
+_FROZEN_CONSEQUENCE = ("This is not damage: the cache is left as it is and only read in this run (its replies are "
+                       "still used). New replies are still used for their verdicts but not stored, so a rerun pays "
+                       "for them again; free space there (or set MATHJUDGE_CACHE_DIR to a folder with room) to keep "
+                       "them. Reported once; the counts are in the results file (judge run stats: cache_failures)")
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT NOT NULL, "
+    "finish_reason TEXT, judge TEXT NOT NULL, created REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, "
+    "pid INTEGER NOT NULL, expires REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)",
+)
+T = TypeVar("T")
 
 
 def request_key(payload: dict[str, Any]) -> str:
@@ -59,57 +88,117 @@ def request_key(payload: dict[str, Any]) -> str:
 class ReplyCache:
     def __init__(self, directory: str):
         private_dir(directory)
+        self.directory = os.path.abspath(directory)
         self.path = os.path.join(directory, FILE_NAME)
         self._lock = threading.Lock()
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.failures: Counter = Counter()  # what the disk refused, by kind: reply, lease, note, read, open
+        self._unstored: dict[str, Reply] = {}  # replies paid for in this process that the disk refused
+        self._frozen: BaseException | None = None  # why the file is only read (a disk with no room to open it)
         self._db = self._open_checked()
 
     # ------------------------------------------------------------------ opening
     def _open_checked(self) -> sqlite3.Connection:
-        """Open, check integrity and writability; move a damaged file aside once."""
+        """Open, check integrity and writability; move a damaged file aside once; read only on a full disk."""
         try:
             return self._open()
         except _Damaged as damage:
             moved = self._move_aside()
-            log.warning("the judge cache %s is damaged (%s); moved it to %s and started a new one. "
-                        "Replies in the old file are not lost: it can be inspected or repaired with sqlite3.",
+            log.warning("the judge cache %s is damaged: %s. Moved it to %s and started a new one. Replies in "
+                        "the old file are not lost: it can be inspected or repaired with sqlite3.",
                         self.path, damage, moved)
+        except _DiskRefused as refused:
+            return self._open_frozen(refused.error)
+        try:
             return self._open()
+        except _Damaged as damage:  # the fresh file too: the folder, not the file, is the problem
+            raise ConfigError(f"the judge cache {self.path} is damaged again right after it was started afresh "
+                              f"({damage}); set MATHJUDGE_CACHE_DIR to another folder, or run with "
+                              "judge_cache=false") from None
+        except _DiskRefused as refused:
+            return self._open_frozen(refused.error)
 
     def _open(self) -> sqlite3.Connection:
-        if not os.path.exists(self.path):
-            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))  # sqlite gives WAL/SHM the same mode
         db = None
         try:
-            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
+            if not os.path.exists(self.path):
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))  # sqlite gives WAL/SHM the same mode
+            db = files.open_sqlite(self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
-            status = db.execute("PRAGMA quick_check").fetchone()[0]
-            if status != "ok":
-                raise _Damaged(status)
+            _check_integrity(db)
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
-            db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, text TEXT NOT NULL, "
-                       "usage TEXT NOT NULL, finish_reason TEXT, judge TEXT NOT NULL, created REAL NOT NULL)")
-            db.execute("CREATE TABLE IF NOT EXISTS leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, "
-                       "host TEXT NOT NULL, pid INTEGER NOT NULL, expires REAL NOT NULL)")
-            db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('last_opened', ?)", (str(time.time()),))  # writable?
+            for statement in _SCHEMA:
+                db.execute(statement)
         except _Damaged:
             _close_quietly(db)
             raise
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.Error, OSError) as exc:
             _close_quietly(db)
-            text = str(exc).lower()
-            if "readonly" in text or "read-only" in text or "unable to open" in text or "permission" in text:
-                raise ConfigError(f"the judge cache {self.path} cannot be written ({exc}); make it writable, set "
-                                  "MATHJUDGE_CACHE_DIR to a writable folder, or run with judge_cache=false") from None
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
-                raise ConfigError(f"the judge cache {self.path} stayed locked for {BUSY_TIMEOUT_S}s ({exc}); "
-                                  "another process holds it, or the folder is on a network file system "
-                                  "without locking: use a local MATHJUDGE_CACHE_DIR") from None
-            raise _Damaged(str(exc)) from None  # "file is not a database", "malformed", ...
+            raise self._open_error(exc) from None
+        try:  # writable? A full disk is not damage: the cache is still read, and writes are counted
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('last_opened', ?)", (str(time.time()),))
+        except sqlite3.Error as exc:
+            if disk_problem(exc) is None:
+                _close_quietly(db)
+                raise self._open_error(exc) from None
+            self.failures["note"] += 1
+            report_disk_problem(self.directory, _TOPIC, exc, _CONSEQUENCE)
         _private_files(self.path)
         return db
+
+    def _open_frozen(self, error: BaseException) -> sqlite3.Connection:
+        """The disk cannot even open the file for writing (a WAL needs room): read it as it is, write nothing.
+
+        Read-only first (sees a WAL left behind), then immutable (needs no -shm file); a file that
+        cannot be read either is left in place and this run starts from an empty in-memory table.
+        """
+        import urllib.parse  # only on this rare path
+
+        self._frozen = error
+        self.failures["open"] += 1
+        report_disk_problem(self.directory, _TOPIC, error, _FROZEN_CONSEQUENCE)
+        location = "file:" + urllib.parse.quote(os.path.abspath(self.path))
+        for query in ("?mode=ro", "?immutable=1"):
+            db = None
+            try:
+                db = files.open_sqlite(location + query, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False,
+                                       isolation_level=None)
+                _check_integrity(db)
+                db.execute("SELECT COUNT(*) FROM replies").fetchone()
+                return db
+            except (sqlite3.Error, _Damaged) as exc:
+                _close_quietly(db)
+                log.debug("the judge cache %s cannot be read%s: %s", self.path, query, exc)
+        if os.path.isfile(self.path) and os.path.getsize(self.path) > 0:  # not just a new, empty file
+            log.warning("the judge cache %s cannot be read on this disk either; it is left in place, and this run "
+                        "starts from an empty cache in memory", self.path)
+        db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)  # memory: no disk to fail
+        for statement in _SCHEMA:
+            db.execute(statement)
+        return db
+
+    def _open_error(self, exc: Exception) -> Exception:
+        """The ConfigError that says what to do; ``_Damaged`` (the file is broken) or ``_DiskRefused`` (the disk)."""
+        text = str(exc).lower()
+        if disk_problem(exc) is not None:
+            return _DiskRefused(exc)
+        if isinstance(exc, OSError) or "readonly" in text or "read-only" in text or "unable to open" in text \
+                or "permission" in text:
+            return ConfigError(f"the judge cache {self.path} cannot be written ({exc}); make it writable, set "
+                               "MATHJUDGE_CACHE_DIR to a writable folder, or run with judge_cache=false")
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
+            return ConfigError(f"the judge cache {self.path} stayed locked for {BUSY_TIMEOUT_S}s ({exc}); "
+                               "another process holds it, or the folder is on a network file system "
+                               "without locking: use a local MATHJUDGE_CACHE_DIR")
+        code = getattr(exc, "sqlite_errorcode", None)
+        primary = code & 0xFF if isinstance(code, int) else None
+        if primary == _SQLITE_NOTADB or "not a database" in text:
+            return _Damaged(f"it is not an SQLite database ({exc})")
+        if primary == _SQLITE_CORRUPT or "malformed" in text:
+            return _Damaged(f"it failed its integrity check ({exc})")
+        return ConfigError(f"the judge cache {self.path} cannot be opened ({exc}); the file is left as it is. "
+                           "Set MATHJUDGE_CACHE_DIR to another folder, or run with judge_cache=false")
 
     def _move_aside(self) -> str:
         stamp = time.strftime("%Y%m%dT%H%M%S")
@@ -119,48 +208,78 @@ class ReplyCache:
                 os.replace(self.path + suffix, target + suffix)
         return target
 
+    # ------------------------------------------------------------------ writes a full disk may refuse
+    def _guarded(self, kind: str, work: Callable[[], T], refused: T) -> T:
+        """``work()`` under the lock; when the disk (not the file) fails, count it, warn once, return ``refused``."""
+        if self._frozen is not None and kind != "read":  # opened read only: the disk has no room at all
+            with self._lock:
+                self.failures[kind] += 1
+            return refused
+        with self._lock:
+            try:
+                return work()
+            except BaseException as exc:
+                if self._db.in_transaction:  # SQLite may already have rolled back after SQLITE_FULL
+                    _rollback_quietly(self._db)
+                if not isinstance(exc, (sqlite3.Error, OSError)) or disk_problem(exc) is None:
+                    raise
+                self.failures[kind] += 1
+                error = exc
+        report_disk_problem(self.directory, _TOPIC, error, _CONSEQUENCE)
+        return refused
+
     # ------------------------------------------------------------------ replies
     def get(self, key: str) -> Reply | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT text, usage, finish_reason FROM replies WHERE key = ?", (key,)).fetchone()
+        held = self._unstored.get(key)
+        if held is not None:
+            return held
+        row = self._guarded("read", lambda: self._db.execute(
+            "SELECT text, usage, finish_reason FROM replies WHERE key = ?", (key,)).fetchone(), None)
         if row is None:
             return None
         return Reply(text=row[0], usage=json.loads(row[1]), finish_reason=row[2])
 
-    def put(self, key: str, reply: Reply, judge: str) -> None:
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?)",
-                (key, reply.text, json.dumps(reply.usage), reply.finish_reason, judge, time.time()))
-            self._db.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, self._owner))
+    def put(self, key: str, reply: Reply, judge: str) -> bool:
+        """Store ``reply``; False when the disk refused it (it is then kept in memory for this process)."""
+        def write() -> bool:
+            self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?)",
+                             (key, reply.text, json.dumps(reply.usage), reply.finish_reason, judge, time.time()))
+            return True
+
+        stored = self._guarded("reply", write, False)
+        if stored:
+            self._unstored.pop(key, None)
+        else:
+            self._unstored[key] = reply
+        self.release(key)
+        return stored
 
     # ------------------------------------------------------------------ leases
     def claim(self, key: str, ttl: float) -> bool:
         """True if this cache now owns the right to pay for ``key`` (for ``ttl`` seconds).
 
         False: another live process is already asking the judge; wait with ``wait_for``.
+        A lease the disk refuses to record is True too: this process pays, unshared.
         """
         now = time.time()
         host, pid = self._owner.split(":")[:2]
-        with self._lock:
+
+        def take() -> bool:
             self._db.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._db.execute("SELECT owner, host, pid, expires FROM leases WHERE key = ?", (key,)).fetchone()
-                if row is not None and row[0] != self._owner and _lease_live(row, now):
-                    self._db.execute("COMMIT")
-                    return False
-                self._db.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?)",
-                                 (key, self._owner, host, int(pid), now + ttl))
+            row = self._db.execute("SELECT owner, host, pid, expires FROM leases WHERE key = ?", (key,)).fetchone()
+            if row is not None and row[0] != self._owner and _lease_live(row, now):
                 self._db.execute("COMMIT")
-                return True
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+                return False
+            self._db.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?)",
+                             (key, self._owner, host, int(pid), now + ttl))
+            self._db.execute("COMMIT")
+            return True
+
+        return self._guarded("lease", take, True)
 
     def release(self, key: str) -> None:
-        with self._lock:
-            self._db.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, self._owner))
+        self._guarded("lease", lambda: self._db.execute(
+            "DELETE FROM leases WHERE key = ? AND owner = ?", (key, self._owner)), None)
 
     def wait_for(self, key: str, limit: float, sleep=time.sleep) -> Reply | None:
         """Poll until another process stores ``key``'s reply or gives up its lease (bounded by ``limit``).
@@ -172,8 +291,8 @@ class ReplyCache:
             reply = self.get(key)
             if reply is not None:
                 return reply
-            with self._lock:
-                row = self._db.execute("SELECT owner, host, pid, expires FROM leases WHERE key = ?", (key,)).fetchone()
+            row = self._guarded("read", lambda: self._db.execute(
+                "SELECT owner, host, pid, expires FROM leases WHERE key = ?", (key,)).fetchone(), None)
             if row is None or not _lease_live(row, time.time()) or time.monotonic() >= deadline:
                 return self.get(key)
             sleep(LEASE_POLL_S)
@@ -181,17 +300,17 @@ class ReplyCache:
     # ------------------------------------------------------------------ notes
     def get_meta(self, name: str) -> str | None:
         """A small named value kept beside the replies (e.g. when a judge last passed its preflight)."""
-        with self._lock:
-            row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        row = self._guarded("read", lambda: self._db.execute(
+            "SELECT value FROM meta WHERE name = ?", (name,)).fetchone(), None)
         return None if row is None else row[0]
 
     def set_meta(self, name: str, value: str | None) -> None:
-        """Store ``value`` under ``name``; None removes it."""
-        with self._lock:
-            if value is None:
-                self._db.execute("DELETE FROM meta WHERE name = ?", (name,))
-            else:
-                self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
+        """Store ``value`` under ``name``; None removes it (a full disk only loses the note)."""
+        if value is None:
+            self._guarded("note", lambda: self._db.execute("DELETE FROM meta WHERE name = ?", (name,)), None)
+        else:
+            self._guarded("note", lambda: self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                                                           (name, value)), None)
 
     # ------------------------------------------------------------------ housekeeping
     def __len__(self) -> int:
@@ -208,7 +327,21 @@ class ReplyCache:
 
 
 class _Damaged(Exception):
-    """The file is not a healthy SQLite database."""
+    """The file is not a healthy SQLite database (the message says what the check found)."""
+
+
+class _DiskRefused(Exception):
+    """The disk (full, or failing) refused to open the file for writing; the file itself may be fine."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _check_integrity(db: sqlite3.Connection) -> None:
+    status = db.execute("PRAGMA quick_check").fetchone()[0]
+    if status != "ok":
+        raise _Damaged(f"it failed its integrity check (PRAGMA quick_check: {status})")
 
 
 def _lease_live(row: tuple, now: float) -> bool:
@@ -237,6 +370,13 @@ def _private_files(path: str) -> None:
                 os.chmod(path + suffix, 0o600)
         except OSError:
             pass  # not there (yet), or not ours to change
+
+
+def _rollback_quietly(db: sqlite3.Connection) -> None:
+    try:
+        db.execute("ROLLBACK")
+    except sqlite3.Error:
+        pass  # nothing left to roll back: the error being handled is the one that matters
 
 
 def _close_quietly(db: sqlite3.Connection | None) -> None:

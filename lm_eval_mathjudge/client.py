@@ -48,6 +48,7 @@ from .types import Backend, JudgeRequest, Outcome, Reply, clean_text
 log = logging.getLogger(__name__)
 
 PARSE_ASKS = 2  # first ask + one re-ask after an off-contract reply
+MEDIA_STATUSES = (400, 413, 415, 422)  # refusals of a request carrying media: about this sample's media
 
 
 def outcome_from_error(error: MathJudgeError, *, calls: int = 0, reply: Reply | None = None) -> Outcome:
@@ -123,13 +124,15 @@ class JudgeStats:
     usage: Counter = field(default_factory=Counter)
     batch: Counter = field(default_factory=Counter)  # judge_mode=batch: submitted, succeeded, failed, expired, ...
     batch_usage: Counter = field(default_factory=Counter)  # tokens paid at batch prices (not in ``usage``)
+    cache_failures: Counter = field(default_factory=Counter)  # cache writes/reads a full or failing disk refused
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "unique_requests": self.unique, "cache_hits": self.cache_hits,
                 "judge_calls": self.calls, "retries": self.retries, "rate_limited": self.rate_limited,
                 "shared_with_other_processes": self.shared, "failures": dict(self.failures),
                 "usage": dict(self.usage),
-                **({"batch": dict(self.batch), "batch_usage": dict(self.batch_usage)} if self.batch else {})}
+                **({"batch": dict(self.batch), "batch_usage": dict(self.batch_usage)} if self.batch else {}),
+                **({"cache_failures": dict(self.cache_failures)} if self.cache_failures else {})}
 
 
 class JudgeClient:
@@ -198,11 +201,13 @@ class JudgeClient:
             self._settled.update(prefill(self, items).settled)
 
     def finish(self, outcomes: Iterable[Outcome]) -> None:
-        """Count the failures of the unique requests judged (one per unique request)."""
+        """Count the failures of the unique requests judged (one per unique request), and the cache's."""
         with self._lock:
             for outcome in outcomes:
                 if outcome.failure:
                     self.stats.failures[outcome.failure] += 1
+            if self._cache is not None:  # what a full disk refused (reply, lease, note, read): cache.py
+                self.stats.cache_failures = Counter(self._cache.failures)
 
     @property
     def batch_mode(self) -> bool:
@@ -299,7 +304,7 @@ class JudgeClient:
         return clean_reply(call_with_retries(lambda: self._call(request), self._policy, on_retry=self._on_retry))
 
     def _store(self, key: str, reply: Reply) -> None:
-        try:
+        try:  # a full disk is the cache's to count and report (once); the reply is used either way
             self._cache.put(key, reply, self._judge_label)
         except sqlite3.Error as exc:  # the reply is paid and still used; only the cache copy is lost
             log.warning("could not store a judge reply in the cache (%s); this sample is still judged", exc)
@@ -329,7 +334,7 @@ class JudgeClient:
                 raise
             except FatalJudgeError as exc:
                 self._count_call(None)
-                if exc.kind == "http_400" and request.media:  # e.g. an unsupported video: this sample only
+                if exc.status in MEDIA_STATUSES and exc.kind != "auth" and request.media:  # this sample only
                     raise JudgeRefusal(f"the judge rejected the attached media: {exc}", kind="media_rejected") from None
                 with self._lock:
                     self._fatal = self._fatal or exc

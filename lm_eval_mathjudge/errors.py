@@ -11,7 +11,8 @@
     │   └── GenerationFailure     the generator made no media for this prompt (content
     │                             policy, safety block, failed job, missing file): that
     │                             sample's counted failure, never retried
-    ├── MediaError             a media response that cannot be attached (names the file)
+    ├── MediaError             a media response that cannot be attached (names the file;
+    │   │                      kind ``bad_media`` when its bytes fail the format check)
     │   └── UnsendableRequest     a request that cannot be built or encoded (e.g. invalid
     │                             text): never sent, never retried, a counted judge failure
     ├── JudgeRunError          the run could not judge every sample; says how to resume
@@ -92,10 +93,15 @@ class GenerationFailure(JudgeCallError):
 
 
 class MediaError(MathJudgeError):
-    """A response that points at media which cannot be read or sent."""
+    """A response that points at media which cannot be read or sent (``bad_media``: it fails its format check)."""
 
     kind = "media"
     scored = True
+
+    def __init__(self, message: str, *, kind: str | None = None):
+        super().__init__(message)
+        if kind is not None:
+            self.kind = kind
 
 
 class UnsendableRequest(MediaError):

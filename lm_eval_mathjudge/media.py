@@ -9,11 +9,16 @@ A response is a media reference when its whole text is one of
 An ``http(s)://`` URL ending in a media extension is recognised too, so that it
 fails with a clear message instead of being judged as text: it is not fetched.
 
-Anything else is judged as text. A reference that cannot be sent (missing,
-unreadable, empty, too large, or bytes that are not what the name says) raises
+Anything else is judged as text. A reference that cannot be sent raises
 ``MediaError`` naming the file: the sample counts as a judge failure, the rest
-of the run goes on. The content hash, never the path, identifies the media in
-the judge cache.
+of the run goes on, and nothing is sent. Missing, unreadable, empty or too large
+files fail as ``media``; bytes that fail the format check fail as ``bad_media``:
+bytes that are not what the name says (``sniff``), or a file that does not end
+where its own structure says it ends (``media_problem``: a PNG without IEND, a
+JPEG without its end marker, a GIF without its trailer, a WebP shorter than its
+RIFF header says, an MP4/MOV whose top-level boxes do not tile the file). The
+generators run the same check on what a vendor returns. The content hash, never
+the path, identifies the media in the judge cache.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import binascii
 import hashlib
 import os
 import re
+from typing import BinaryIO, Callable
 from urllib.parse import unquote, urlsplit
 
 from .errors import MediaError
@@ -37,6 +43,8 @@ MAX_VIDEO_BYTES = 2 * 1024 ** 3  # the Gemini File API's per-file limit
 _ALL_TYPES = {**IMAGE_TYPES, **VIDEO_TYPES}
 _DATA_URL = re.compile(r"^data:([\w.+-]+/[\w.+-]+);base64,(.*)$", re.DOTALL)
 _CHUNK = 1 << 20
+_TAIL = 1 << 16  # bytes read from a file's end for its end marker (some writers pad with NULs after it)
+BAD_MEDIA = "bad_media"  # the failure kind of bytes that fail the format check
 
 
 def media_reference(response: str) -> str | None:
@@ -76,6 +84,7 @@ def _from_data_url(url: str) -> Media:
     source = f"data URL ({mime}, {len(data)} bytes)"
     _check_size(source, len(data), mime)
     _check_kind(source, data[:32], mime)
+    _check_whole(source, media_problem(data, mime))
     return Media(source=source, mime_type=mime, sha256=hashlib.sha256(data).hexdigest(), size=len(data), data=data)
 
 
@@ -92,9 +101,10 @@ def _from_file(path: str) -> Media:
             digest.update(head)
             for chunk in iter(lambda: fh.read(_CHUNK), b""):
                 digest.update(chunk)
+            _check_kind(path, head, mime)
+            _check_whole(path, _file_problem(fh, size, mime))
     except OSError as exc:
         raise MediaError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    _check_kind(path, head, mime)
     return Media(source=path, mime_type=mime, sha256=digest.hexdigest(), size=size, path=path)
 
 
@@ -130,4 +140,66 @@ def _check_kind(source: str, head: bytes, mime: str) -> None:
     if found == mime or (found in iso_bmff and mime in iso_bmff):  # .mov and .mp4 share a container
         return
     what = f"its bytes look like {found}" if found else "its bytes match no supported image or video format"
-    raise MediaError(f"{source}: named as {mime}, but {what}")
+    raise MediaError(f"{source}: named as {mime}, but {what}; it is not sent to the judge", kind=BAD_MEDIA)
+
+
+def _check_whole(source: str, problem: str | None) -> None:
+    if problem is not None:
+        raise MediaError(f"{source}: {problem}, so the file is damaged or was not written to the end; it is not "
+                         "sent to the judge", kind=BAD_MEDIA)
+
+
+# ---------------------------------------------------------------------- is the file whole?
+Read = Callable[[int, int], bytes]  # (offset, count) -> at most count bytes from offset
+
+
+def media_problem(data: bytes, mime: str) -> str | None:
+    """Why ``data`` is not a complete file of its kind, or None (WebM and unknown kinds: None)."""
+    return _problem(len(data), lambda offset, count: data[offset:offset + count], mime)
+
+
+def _file_problem(fh: BinaryIO, size: int, mime: str) -> str | None:
+    def read(offset: int, count: int) -> bytes:
+        fh.seek(offset)
+        return fh.read(count)
+    return _problem(size, read, mime)
+
+
+def _problem(size: int, read: Read, mime: str) -> str | None:
+    """One copy of the checks, over bytes in memory or a file on disk (reading only what it needs)."""
+    def tail() -> bytes:
+        return read(max(0, size - _TAIL), _TAIL).rstrip(b"\x00")
+    if mime == "image/png":
+        return None if read(max(0, size - 8), 8) == b"IEND\xaeB`\x82" else "the PNG has no IEND chunk (cut short)"
+    if mime == "image/jpeg":
+        return None if tail().endswith(b"\xff\xd9") else "the JPEG has no end marker (cut short)"
+    if mime == "image/gif":
+        return None if tail().endswith(b"\x3b") else "the GIF has no trailer (cut short)"
+    if mime == "image/webp":
+        declared = int.from_bytes(read(4, 4), "little") + 8
+        return None if size >= declared else f"the WebP's RIFF header says {declared} bytes, the file has {size} " \
+                                              "(cut short)"
+    if mime in ("video/mp4", "video/quicktime"):
+        return _iso_boxes_problem(size, read)
+    return None
+
+
+def _iso_boxes_problem(size: int, read: Read) -> str | None:
+    """Top-level ISO BMFF boxes must tile the file exactly, with an ftyp box first."""
+    if read(4, 4) != b"ftyp":
+        return "the video does not start with an ftyp box"
+    offset = 0
+    while offset < size:
+        if size - offset < 8:
+            return f"{size - offset} stray bytes after the last box"
+        header = read(offset, 16)
+        box = int.from_bytes(header[:4], "big")
+        if box == 1:  # a 64-bit size follows the type
+            box = int.from_bytes(header[8:16], "big") if size - offset >= 16 else 0
+        elif box == 0:  # the box runs to the end of the file
+            return None
+        if box < 8 or offset + box > size:
+            kind = header[4:8].decode("latin-1")
+            return f"box {kind!r} at byte {offset} needs {box} bytes, the file has {size - offset} left (cut short)"
+        offset += box
+    return None

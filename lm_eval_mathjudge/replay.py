@@ -1,25 +1,33 @@
 """Replay recorded generations as an lm-eval model, so they can be judged again.
 
 ``--model mathjudge-replay --model_args path=FILE`` answers every request
-from FILE instead of generating. FILE is JSONL in either shape:
+from FILE instead of generating. FILE is JSONL (UTF-8), one JSON object per line,
+in any of these shapes:
 
 * a previous run's samples file (``samples_<task>_*.jsonl``): ``doc`` and ``resps``;
-* plain records with ``response`` and ``question`` (or ``problem``) or ``doc_id``,
-  optionally ``task``, such as the generations this plugin saves when judging fails
-  (``recovery.save_generations``).
+* records with ``response`` and ``question`` (or ``problem``), optionally ``task``
+  and ``doc_id``, such as the generations this plugin saves when judging stops
+  (``recovery.save_generations``);
+* records with ``response`` and ``doc_id`` only, optionally ``task``.
 
 A request is matched by its question text (robust to ``--limit`` and
 reordering; a record of the same task wins when a file holds several tasks).
 ``doc_id`` is used only for records that carry no question, since doc ids of
-different data sets collide. Requests with no recording are an error that
-says how many and which, rather than silently empty answers.
+different data sets collide: such a record matches the doc of that id in its
+``task``, or, without a ``task``, in the run's only task (a run of several tasks
+needs ``task`` on those records). A doc recorded twice is an error naming both
+lines, unless both give the same response (then it counts once). Every
+malformed line is a ``ConfigError`` naming ``FILE:LINE`` and what to fix;
+requests with no recording are an error that says how many and which, rather
+than silently empty answers.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 from lm_eval.api.model import LM
 
@@ -28,6 +36,14 @@ from ._startup import REPLAY_MODEL
 from .errors import ConfigError
 
 _QUESTION_KEYS = ("question", "problem", "Question", "Problem", "mj_question")
+_SHAPES = ('one JSON object per line: {"question": "...", "response": "..."}, {"doc_id": 0, "response": "..."} '
+           "(optionally with \"task\"), or the lines of an lm_eval samples_<task>_*.jsonl file")
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    response: str
+    line: int
 
 
 class ReplayLM(LM):
@@ -37,25 +53,56 @@ class ReplayLM(LM):
         if not path:
             raise ConfigError(f"--model {REPLAY_MODEL} needs --model_args path=FILE.jsonl "
                               "(a samples file or records with 'response' and 'question'/'doc_id')")
-        # (task or None, question) -> response; doc_id -> response only for records without a question
-        self._by_question: dict[tuple[str | None, str], str] = {}
-        self._by_doc_id: dict[tuple[str | None, int], str] = {}
+        self._path = path
+        # (task or None, question) -> {doc_id or None: record}: a data set may ask one question twice
+        self._by_question: dict[tuple[str | None, str], dict[int | None, _Recorded]] = {}
+        self._any_task: dict[str, dict[int | None, _Recorded]] = {}  # question -> the first records of any task
+        self._by_doc_id: dict[tuple[str | None, int], _Recorded] = {}  # records without a question
         for number, row in _rows(path):
-            self._add(row, path, number)
+            self._add(row, number)
+        if not (self._by_question or self._by_doc_id):
+            raise ConfigError(f"replay file {path} holds no records (it is empty); it needs {_SHAPES}")
 
-    def _add(self, row: dict, path: str, number: int) -> None:
+    def _add(self, row: Any, number: int) -> None:
+        where = f"{self._path}:{number}"
+        if not isinstance(row, dict):
+            raise ConfigError(f"{where} is a JSON {_json_type(row)}, not an object; the file needs {_SHAPES}")
         response = _response_of(row)
         if response is None:
-            raise ConfigError(f"{path}:{number} has neither 'response' nor 'resps'")
-        task, question = row.get("task"), question_of(row.get("doc") or row)
+            raise ConfigError(f"{where} has no response text: give the model's answer as \"response\": \"...\" "
+                              "(or \"resps\" as in a samples file)")
+        task = row.get("task")
+        if task is not None and not isinstance(task, str):
+            raise ConfigError(f"{where}: 'task' must be a task name (text), not {task!r}")
+        doc_id = row.get("doc_id")
+        if doc_id is not None and (isinstance(doc_id, bool) or not isinstance(doc_id, int) or doc_id < 0):
+            raise ConfigError(f"{where}: 'doc_id' must be a whole number, 0 or more (the doc's index in the task), "
+                              f"not {doc_id!r}")
+        doc = row.get("doc")
+        question = question_of(doc) if isinstance(doc, dict) else _question_field(row, where)  # a samples doc as is
+        recorded = _Recorded(response, number)
         if question is not None:
-            self._by_question[(task, _norm(question))] = response
-            self._by_question.setdefault((None, _norm(question)), response)
-        elif row.get("doc_id") is not None:
-            self._by_doc_id[(task, int(row["doc_id"]))] = response
-            self._by_doc_id.setdefault((None, int(row["doc_id"])), response)
+            key = _norm(question)
+            what = f"the question {_short(question)!r}" + (f" (doc_id {doc_id})" if doc_id is not None else "")
+            self._keep(self._by_question.setdefault((task, key), {}), doc_id, recorded, what)
+            self._any_task.setdefault(key, {}).setdefault(doc_id, recorded)
+        elif doc_id is not None:
+            self._keep(self._by_doc_id, (task, doc_id), recorded, f"doc_id {doc_id}" + (f" of {task}" if task else ""))
+        else:
+            raise ConfigError(f"{where} has neither a question ('question' or 'problem') nor a 'doc_id', so it "
+                              "matches no request; add one of them")
+
+    def _keep(self, table: dict, key: Any, recorded: _Recorded, what: str) -> None:
+        """A doc recorded twice: the same response counts once; two different ones are an error naming both lines."""
+        seen = table.get(key)
+        if seen is None:
+            table[key] = recorded
+        elif seen.response != recorded.response:
+            raise ConfigError(f"{self._path}:{seen.line} and {self._path}:{recorded.line} both record {what}, with "
+                              "different responses; keep one of the two lines (or give each its 'task')")
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        self._check_doc_ids(requests)
         answers, missing = [], []
         for request in requests:
             found = self._lookup(request)
@@ -63,18 +110,35 @@ class ReplayLM(LM):
                 missing.append(f"{request.task_name}:{request.doc_id}")
             answers.append(found or "")
         if missing:
-            raise ConfigError(f"{len(missing)} of {len(answers)} requests have no recorded response "
+            raise ConfigError(f"{len(missing)} of {len(answers)} requests have no recorded response in {self._path} "
                               f"({', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}); "
-                              "restrict the run with --limit or --samples to the recorded docs")
+                              "records match by question text (or doc_id, for records without one): check that "
+                              "the file is for these tasks, or restrict the run with --limit or --samples to the "
+                              "recorded docs")
         return answers
 
+    def _check_doc_ids(self, requests) -> None:
+        """Records with only a doc_id and no task name one doc per id: fine for one task, ambiguous for several."""
+        if not any(task is None for task, _ in self._by_doc_id):
+            return
+        tasks = sorted({request.task_name for request in requests})
+        if len(tasks) > 1:
+            raise ConfigError(f"{self._path} has records with only a doc_id and no 'task', but this run has "
+                              f"{len(tasks)} tasks ({', '.join(tasks)}) whose doc ids collide; add \"task\" to "
+                              "those records, or run one task at a time")
+
     def _lookup(self, request) -> str | None:
-        """By question text (this task's record first); by doc_id only when the records carry no question."""
+        """By question text (this task's record first); else by doc_id among the records without a question."""
         question = question_of(request.doc or {})
+        found = None
         if question is not None:
             key = _norm(question)
-            return self._by_question.get((request.task_name, key), self._by_question.get((None, key)))
-        return self._by_doc_id.get((request.task_name, request.doc_id), self._by_doc_id.get((None, request.doc_id)))
+            found = _pick(self._by_question.get((request.task_name, key)), request.doc_id) \
+                or _pick(self._any_task.get(key), request.doc_id)
+        if found is None:
+            found = self._by_doc_id.get((request.task_name, request.doc_id),
+                                        self._by_doc_id.get((None, request.doc_id)))
+        return None if found is None else found.response
 
     def loglikelihood(self, requests, disable_tqdm: bool = False):
         raise ConfigError(f"{REPLAY_MODEL} only replays generations; it cannot score log-likelihoods")
@@ -82,16 +146,48 @@ class ReplayLM(LM):
     loglikelihood_rolling = loglikelihood
 
 
-def _rows(path: str):
+def _pick(recorded: dict[int | None, _Recorded] | None, doc_id: int) -> _Recorded | None:
+    """The record of this question for this doc: its own doc_id first, else the one response all agree on."""
+    if not recorded:
+        return None
+    if doc_id in recorded:
+        return recorded[doc_id]
+    first = next(iter(recorded.values()))
+    return first if all(r.response == first.response for r in recorded.values()) else None
+
+
+def _rows(path: str) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) of every non-blank line; anything unreadable is a ConfigError naming the line."""
+    if os.path.isdir(path):
+        raise ConfigError(f"replay file {path} is a folder; pass one .jsonl file (a samples_<task>_*.jsonl, or the "
+                          "generations file a stopped run named)")
     if not os.path.isfile(path):
         raise ConfigError(f"replay file {path} does not exist")
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    yield number, json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ConfigError(f"{path}:{number} is not valid JSON ({exc.msg})") from None
+    try:
+        with open(path, "rb") as fh:
+            yield from _parsed(path, fh)
+    except OSError as exc:
+        raise ConfigError(f"replay file {path} cannot be read ({exc.strerror or exc})") from None
+
+
+def _parsed(path: str, fh) -> Iterator[tuple[int, Any]]:
+    for number, raw in enumerate(fh, 1):
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark, as some editors write
+            raw = raw[3:]
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}:{number} is not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                              "save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}:{number} is not valid JSON ({exc.msg} at column {exc.colno}); the file needs "
+                              f"{_SHAPES}") from None
+        except RecursionError:
+            raise ConfigError(f"{path}:{number} nests JSON too deeply to read; the file needs {_SHAPES}") from None
 
 
 def _response_of(row: dict) -> str | None:
@@ -101,6 +197,27 @@ def _response_of(row: dict) -> str | None:
     while isinstance(resps, list) and resps:
         resps = resps[0]
     return resps if isinstance(resps, str) else None
+
+
+def _question_field(row: dict, where: str) -> str | None:
+    """A plain record's question text; a question field that is present but not text is an error."""
+    for key in _QUESTION_KEYS:
+        value = row.get(key)
+        if isinstance(value, str):
+            return value
+        if value is not None:
+            raise ConfigError(f"{where}: {key!r} must be the question's text, not {_json_type(value)} {value!r:.40}")
+    return None
+
+
+def _json_type(value: Any) -> str:
+    names = {list: "array", str: "string", bool: "boolean", int: "number", float: "number", dict: "object"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = _norm(text)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def question_of(doc: dict) -> str | None:

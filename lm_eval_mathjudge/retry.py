@@ -25,9 +25,13 @@ BASE_DELAY = 1.0  # seconds before the first retry, before jitter
 MAX_DELAY = 60.0  # cap on one wait, Retry-After included
 
 
+# Server errors that say the request itself can never succeed here: asking again gets the same answer.
+NEVER_TRANSIENT = frozenset({501, 505, 506, 508, 510, 511})  # not implemented, HTTP version, loops, ...
+
+
 def transient_status(code: int) -> bool:
-    """HTTP statuses worth retrying: timeouts, conflicts, rate limits, server errors."""
-    return code in (408, 409, 425, 429) or code >= 500
+    """HTTP statuses worth retrying: timeouts, conflicts, rate limits, server errors that may pass."""
+    return code in (408, 409, 425, 429) or (code >= 500 and code not in NEVER_TRANSIENT)
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,8 @@ def test_a_damaged_cache_is_moved_aside_with_a_message_naming_both_paths(tmp_pat
     assert len(moved) == 1
     assert moved[0].read_bytes() == before  # ... and the damaged one kept byte for byte, never dropped
     assert path in caplog.text and str(moved[0]) in caplog.text
+    # The message says which damage it was (never a full disk: tests/test_disk_full.py).
+    assert ("failed its integrity check" if damage == "pages" else "is not an SQLite database") in caplog.text
 
 
 _READ_ONLY_PROBE = """

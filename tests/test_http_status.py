@@ -42,6 +42,14 @@ CASES = [
                  FatalJudgeError, "http_404", None, ["judge_model", "judge_base_url", ENDPOINT], id="404"),
     pytest.param(422, "Unprocessable Entity", {}, FatalJudgeError, "http_422", None,
                  ["the request was rejected"], id="422"),
+    # 5xx that no retry can change (retry.NEVER_TRANSIENT): before, a File API 501 was asked 7 times
+    pytest.param(501, "Method not implemented for this endpoint.", {"status_name": "NOT_IMPLEMENTED"},
+                 FatalJudgeError, "http_501", None, ["does not implement this request", "File API", "not retried"],
+                 id="501-not-implemented"),
+    pytest.param(505, "HTTP Version Not Supported", {}, FatalJudgeError, "http_505", None,
+                 ["HTTP version", "judge_base_url"], id="505"),
+    pytest.param(413, "Request Entity Too Large", {}, FatalJudgeError, "http_413", None,
+                 ["larger than the endpoint accepts"], id="413"),
     pytest.param(400, "API key not valid. Please pass a valid API key.", {"status_name": "INVALID_ARGUMENT"},
                  FatalJudgeError, "auth", None, ["check OPENAI_API_KEY", "INVALID_ARGUMENT"], id="400-gemini-bad-key"),
     pytest.param(400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use "

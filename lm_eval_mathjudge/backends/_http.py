@@ -5,7 +5,11 @@ and the check that a request's text can travel at all.
     408 409 425 429, 5xx, odd < 400     TransientJudgeError   retried (Retry-After honoured)
     400 content filter / too long       JudgeRefusal          this sample fails, the run goes on
     400 "API key not valid" (Gemini)    FatalJudgeError auth  the run stops
-    any other 4xx                       FatalJudgeError       the run stops, with a hint
+    any other 4xx; 501 505 506 508      FatalJudgeError       the run stops, with a hint (never retried:
+      510 511 (retry.NEVER_TRANSIENT)                         the same request gets the same answer)
+
+The client turns a 400/413/415/422 to a request that carries media into that
+sample's ``media_rejected`` failure (``client.MEDIA_STATUSES``).
 
 Backends pass what they read from their SDK's exception (status, headers,
 server message, provider code); the wording of hints lives only here.
@@ -28,6 +32,12 @@ _FATAL_HINTS = {
     401: "check {keys}",
     403: "the key may lack access to this model; check {keys}",
     404: "check the judge model name (judge_model) and base URL (judge_base_url)",
+    405: "the endpoint does not take this request here; check the base URL (judge_base_url)",
+    413: "the request is larger than the endpoint accepts",
+    415: "the endpoint does not accept this content type",
+    501: "the endpoint does not implement this request (a proxy or server without this API, such as the Gemini "
+         "File API used for media over 14 MB); check the base URL (judge_base_url)",
+    505: "the endpoint does not speak this HTTP version; check the base URL (judge_base_url)",
 }
 
 # A reasoning model sent a chat model's parameters: its name did not give it away (an Azure deployment).

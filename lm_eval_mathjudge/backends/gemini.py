@@ -306,10 +306,14 @@ class GeminiBackend(LazyClient):
         source = media.path if media.path is not None else io.BytesIO(media.read())
         config = types.UploadFileConfig(mime_type=media.mime_type, display_name=f"mathjudge-{media.sha256[:16]}",
                                         name=name)  # batch mode names its uploads to find them again
+        from google.genai import errors as genai_errors
+
         try:
             file = self._client.files.upload(file=source, config=config)
         except OSError as exc:
             raise MediaError(f"{media.source}: cannot read the media file: {exc}") from None
+        except genai_errors.APIError as exc:  # classified like any judge call (a 501 is never retried)
+            raise _about(self._status_error(exc), f"the File API upload of {media.source}") from None
         uploaded.append(file.name)
         wait = max(FILE_ACTIVE_TIMEOUT, self._settings.timeout)
         deadline = time.monotonic() + wait
@@ -328,7 +332,10 @@ class GeminiBackend(LazyClient):
                     f"Long videos can need longer: raise judge_timeout above {wait:g} (the File API wait is the "
                     f"larger of {FILE_ACTIVE_TIMEOUT:g}s and judge_timeout) and rerun", kind="media_timeout")
             time.sleep(FILE_POLL_SECONDS)
-            file = self._client.files.get(name=file.name)
+            try:
+                file = self._client.files.get(name=file.name)
+            except genai_errors.APIError as exc:
+                raise _about(self._status_error(exc), f"the File API state of {media.source}") from None
 
     def _delete(self, name: str) -> None:
         try:
@@ -351,6 +358,13 @@ class GeminiBackend(LazyClient):
 
 class _NoRoute(Exception):
     """The server has no such route (not: no such model)."""
+
+
+def _about(error: Exception, what: str) -> Exception:
+    """The same classified error, its message saying which step of the call failed."""
+    if not isinstance(error, JudgeCallError):
+        return error
+    return type(error)(f"{what}: {error}", kind=error.kind, status=error.status, retry_after=error.retry_after)
 
 
 # -- replies --------------------------------------------------------------------------

@@ -78,12 +78,11 @@ from lm_eval.api.model import LM
 
 from ..errors import ConfigError, FatalJudgeError, GenerationFailure, GenerationRunError, JudgeCallError, \
     TransientJudgeError
-from ..media import sniff
+from ..media import media_problem, sniff
 from ..pool import backend_limits, run_bounded
 from ..redact import redact
 from ..retry import RetryPolicy, call_with_retries
 from . import failure_marker, record_provenance
-from .integrity import media_problem
 from .job import Job
 from .settings import GeneratorSettings, check_credentials, default_media_dir, load_template, split_model_args
 from .store import MediaStore, StoredMedia, request_key
@@ -250,7 +249,12 @@ class GeneratorLM(LM):
             outcome = "ok"
         finally:
             permit.done(outcome)
-        return self._store.put(job.key, *self._checked(produced), self._label)
+        try:
+            return self._store.put(job.key, *self._checked(produced), self._label)
+        except FatalJudgeError as exc:  # the disk refused the file: every further one would be paid and lost
+            with self._lock:
+                self._fatal = self._fatal or exc
+            raise
 
     def _checked(self, produced: bytes | GeneratedMedia) -> tuple[bytes, str]:
         media = produced if isinstance(produced, GeneratedMedia) else GeneratedMedia(produced)
@@ -291,7 +295,9 @@ class GeneratorLM(LM):
 
     def _run_error(self, errors: list[JudgeCallError], total: int) -> GenerationRunError:
         kinds = ", ".join(f"{k}: {n}" for k, n in sorted(Counter(e.kind for e in errors).items()))
-        cause = f"The generator refused the requests: {self._fatal}" if self._fatal else f"Last error: {errors[-1]}"
+        fatal = self._fatal
+        cause = (f"Last error: {errors[-1]}" if fatal is None else f"Generation stopped: {fatal}"
+                 if fatal.kind == "disk_full" else f"The generator refused the requests: {fatal}")
         return GenerationRunError(
             f"{self.ADAPTER}: {len(errors)} of {total} prompts got no media ({kinds}). {redact(str(cause))}. "
             f"Nothing was scored. Every file generated so far is kept and indexed in {self._store.directory}, "

@@ -8,6 +8,7 @@ first wait and kept across retries, so ``poll_timeout`` bounds the whole wait.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Callable, TypeVar
 
@@ -16,6 +17,7 @@ from .settings import GeneratorSettings
 from .store import MediaStore
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class Job:
@@ -31,7 +33,9 @@ class Job:
 
     def started(self, job_id: str) -> None:
         """Record a job the vendor just accepted (persisted before the first poll)."""
-        self._store.record_job(self.key, job_id, self._label)
+        if not self._store.record_job(self.key, job_id, self._label):  # a full disk: the id must be in the log
+            log.warning("%s: job %s is not recorded (the disk refused it): if this run stops before it "
+                        "finishes, a rerun cannot resume it", self._label, job_id)
         self.id = job_id
         self._on_start()
 

@@ -15,6 +15,13 @@ instead of paying for a new one.
 
 The index is SQLite in WAL mode like the judge cache: several processes may
 share one media folder.
+
+A full or failing disk (``files.disk_problem``) is not damage. Media bytes that
+cannot be written stop further generation (``FatalJudgeError`` kind
+``disk_full``: every further file would be paid for and lost) with a message
+naming the folder and its free space; an index row the disk refuses (a file
+already written, a remembered failure, a started job) loses only that row, with
+one warning per folder.
 """
 
 from __future__ import annotations
@@ -27,15 +34,21 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-from ..files import write_atomic
+from .. import files
+from ..errors import ConfigError, FatalJudgeError
+from ..files import describe_disk_problem, disk_problem, report_disk_problem, write_atomic
 from ..media import IMAGE_TYPES, VIDEO_TYPES
 
 SCHEMA_VERSION = 1  # part of every key: bump when the key recipe changes
 INDEX_NAME = "index.sqlite3"
 _TMP_PREFIX = ".partial-"
 _STALE_TMP_SECONDS = 24 * 3600  # leftovers of killed runs older than this are removed
+_INDEX_TOPIC = "the media index"
+_INDEX_CONSEQUENCE = ("This is not damage. Files already written are still used in this run; what the index could "
+                      "not record (a file, a remembered failure, a started video job) is generated again by a "
+                      "rerun. Free space there to keep it")
 EXTENSIONS = {mime: ext for ext, mime in reversed(list({**IMAGE_TYPES, **VIDEO_TYPES}.items()))}  # .jpg over .jpeg
 
 _SCHEMA = (
@@ -68,14 +81,37 @@ class MediaStore:
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
         self.index_path = os.path.join(self.directory, INDEX_NAME)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.index_path, timeout=60, check_same_thread=False, isolation_level=None)
+        self._db = files.open_sqlite(self.index_path, timeout=60, check_same_thread=False, isolation_level=None)
         _private(self.index_path)
-        self._db.execute("PRAGMA busy_timeout = 60000")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = FULL")  # an indexed file must survive a power cut too
-        for statement in _SCHEMA:
-            self._db.execute(statement)
+        try:
+            self._db.execute("PRAGMA busy_timeout = 60000")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = FULL")  # an indexed file must survive a power cut too
+            for statement in _SCHEMA:
+                self._db.execute(statement)
+        except sqlite3.Error as exc:
+            self._db.close()
+            if disk_problem(exc) is None:
+                raise
+            raise ConfigError(f"the media index {self.index_path} cannot be opened: "
+                              f"{describe_disk_problem(self.directory, exc)}. Nothing was generated; free space "
+                              "there or pass media_dir=... on a disk with room") from None
         self._remove_stale_partials()
+
+    def _guarded(self, work: Callable[[], Any]) -> bool:
+        """One index write under the lock; False (warned once per folder) when the disk refused it."""
+        with self._lock:
+            try:
+                work()
+                return True
+            except sqlite3.Error as exc:
+                if self._db.in_transaction:  # SQLite may already have rolled back after SQLITE_FULL
+                    self._db.execute("ROLLBACK")
+                if disk_problem(exc) is None:
+                    raise
+                error = exc
+        report_disk_problem(self.directory, _INDEX_TOPIC, error, _INDEX_CONSEQUENCE)
+        return False
 
     # ------------------------------------------------------------------ media
     def find(self, key: str) -> StoredMedia | None:
@@ -98,8 +134,18 @@ class MediaStore:
         name = f"{sha}{EXTENSIONS[mime_type]}"
         path = os.path.join(self.directory, name)
         if not (os.path.isfile(path) and os.path.getsize(path) == len(data)):
-            write_atomic(path, data, tmp=os.path.join(self.directory, f"{_TMP_PREFIX}{uuid.uuid4().hex}"))
-        with self._lock:
+            try:
+                write_atomic(path, data, tmp=os.path.join(self.directory, f"{_TMP_PREFIX}{uuid.uuid4().hex}"))
+            except OSError as exc:
+                if disk_problem(exc) is None:
+                    raise
+                raise FatalJudgeError(
+                    f"cannot save the generated {mime_type} ({len(data)} bytes) in {self.directory}: "
+                    f"{describe_disk_problem(self.directory, exc)}. Nothing more is generated in this run (each "
+                    "file would be paid for and lost); free space there, or pass media_dir=... on a disk with "
+                    "room, and rerun: the files already stored are reused", kind="disk_full") from None
+
+        def index() -> None:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.execute("INSERT OR REPLACE INTO media VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -108,8 +154,11 @@ class MediaStore:
                 self._db.execute("DELETE FROM failures WHERE key = ?", (key,))
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
+
+        self._guarded(index)  # not indexed: still this run's answer (the file is whole), made again by a rerun
         return StoredMedia(path, sha, len(data), mime_type)
 
     def _remove_stale_partials(self) -> None:
@@ -129,9 +178,8 @@ class MediaStore:
         return None if row is None else (row[0], row[1])
 
     def put_failure(self, key: str, kind: str, message: str, label: str) -> None:
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO failures VALUES (?, ?, ?, ?, ?)",
-                             (key, kind, message, label, time.time()))
+        self._guarded(lambda: self._db.execute("INSERT OR REPLACE INTO failures VALUES (?, ?, ?, ?, ?)",
+                                               (key, kind, message, label, time.time())))
 
     # ------------------------------------------------------------------ long-running jobs
     def job(self, key: str) -> str | None:
@@ -139,13 +187,13 @@ class MediaStore:
             row = self._db.execute("SELECT job_id FROM jobs WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
-    def record_job(self, key: str, job_id: str, label: str) -> None:
-        with self._lock:  # a single autocommitted statement: on disk before the first poll
-            self._db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?)", (key, job_id, label, time.time()))
+    def record_job(self, key: str, job_id: str, label: str) -> bool:
+        """A single autocommitted statement: on disk before the first poll (False: the disk refused it)."""
+        return self._guarded(lambda: self._db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?)",
+                                                      (key, job_id, label, time.time())))
 
     def forget_job(self, key: str) -> None:
-        with self._lock:
-            self._db.execute("DELETE FROM jobs WHERE key = ?", (key,))
+        self._guarded(lambda: self._db.execute("DELETE FROM jobs WHERE key = ?", (key,)))
 
     def counts(self) -> dict[str, int]:
         with self._lock:

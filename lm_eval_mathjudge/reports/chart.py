@@ -91,6 +91,11 @@ def _svg_bar(x: float, item: Bar, colour: str, y) -> list[str]:
 
 
 # ---------------------------------------------------------------------- PNG
+def _plain(label: str) -> str:
+    """A label matplotlib draws as written: a ``$`` would start its maths mode (and a bad one aborts the chart)."""
+    return "".join(c if c.isprintable() else " " for c in label).replace("$", r"\$")
+
+
 def png(board: Board, path: str, title: str = "Leaderboard (primary metric, 95% CI)") -> None:
     try:
         import matplotlib
@@ -108,9 +113,9 @@ def png(board: Board, path: str, title: str = "Leaderboard (primary metric, 95% 
         chosen = [mine[task] for task in tasks if task in mine]
         errors = [[b.value - (b.low if b.low is not None else b.value) for b in chosen],
                   [(b.high if b.high is not None else b.value) - b.value for b in chosen]]
-        ax.bar(xs, [b.value for b in chosen], width, yerr=errors, capsize=3, label=model,
+        ax.bar(xs, [b.value for b in chosen], width, yerr=errors, capsize=3, label=_plain(model),
                color=PALETTE[i % len(PALETTE)])
-    ax.set_xticks(range(len(tasks)), tasks)
+    ax.set_xticks(range(len(tasks)), [_plain(t) for t in tasks])
     ax.set_ylim(0, 1)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))

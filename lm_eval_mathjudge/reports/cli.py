@@ -95,7 +95,7 @@ def _leaderboard(args) -> int:
 
 
 def _diff(args) -> int:
-    from .leaderboard import fmt, fmt_p
+    from .leaderboard import fmt, fmt_p, md_text
     from .paired import compare_runs
     from .runs import ReportError, load_one
 
@@ -107,19 +107,19 @@ def _diff(args) -> int:
         print(json.dumps({"a": a.model, "b": b.model, "iters": args.iters, "seed": args.seed,
                           "comparisons": [c.as_dict() for c in found]}, indent=2))
         return 0
-    print(f"A = {a.model}\nB = {b.model}\n")
+    print(f"A = {md_text(a.model)}\nB = {md_text(b.model)}\n")
     print("| task | metric | n | A | B | A - B [95% CI] | A only | B only | p (McNemar) |")
     print("|---|---|---:|---:|---:|---|---:|---:|---:|")
     for c in found:
         d = c.as_dict()
-        print(f"| {c.task} | {d['metric']} | {c.n} | {fmt(c.a)} | {fmt(c.b)} | {fmt(c.diff)} "
-              f"[{fmt(c.ci_low)}, {fmt(c.ci_high)}] | {c.a_only} | {c.b_only} | {fmt_p(c.p_value)} |")
+        print(f"| {md_text(c.task)} | {md_text(d['metric'])} | {c.n} | {fmt(c.a)} | {fmt(c.b)} | {fmt(c.diff)} "
+              f"[{fmt(c.ci_low)}, {fmt(c.ci_high)}] | {c.a_only} | {c.b_only} | {md_text(fmt_p(c.p_value))} |")
     return 0
 
 
 def _agreement(args) -> int:
     from . import agreement
-    from .leaderboard import fmt
+    from .leaderboard import fmt, md_text
     from .runs import ReportError, load_one
 
     if (args.b is None) == (args.labels is None):
@@ -138,13 +138,14 @@ def _agreement(args) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"A = {a.model}\nB = {b_name}\n")
+    print(f"A = {md_text(a.model)}\nB = {md_text(b_name)}\n")
     print("| task | metric | n | agreement | Cohen's kappa | confusion (A\\B) |")
     print("|---|---|---:|---:|---:|---|")
     for task, metrics in result["tasks"].items():
         for metric, m in metrics.items():
             confusion = "; ".join(f"{x}\\{y}: {n}" for x, row in m["confusion"].items() for y, n in row.items())
-            print(f"| {task} | {metric} | {m['n']} | {fmt(m['agreement'])} | {fmt(m['kappa'])} | {confusion} |")
+            print(f"| {md_text(task)} | {md_text(metric)} | {m['n']} | {fmt(m['agreement'])} | {fmt(m['kappa'])} "
+                  f"| {confusion} |")
     return 0
 
 

@@ -6,6 +6,12 @@ that task and metric, doc by doc (exact McNemar, paired-bootstrap interval of th
 difference). Cells judged differently (judge backend/model, prompt version, doc set)
 are refused side by side unless ``allow_mixed``, because their gap would measure the
 judges as much as the models.
+
+A row's value, n and interval come from one source: the samples when the samples
+file is there, readable and complete (``runs.checked_samples``); otherwise the
+results file, with the interval of lm-eval's stderr, and a note saying why. The
+writers treat every name as hostile: CSV cells that a spreadsheet would run as a
+formula are prefixed with ``'``, Markdown escapes HTML and pipes, HTML escapes all.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from dataclasses import asdict, dataclass
 
 from . import stats
 from .paired import compare
-from .runs import ReportError, Run, Sample, TaskResult, doc_set_id, metric_label, primary_metric
+from .runs import ReportError, Run, Sample, TaskResult, checked_samples, doc_set_id, metric_label, primary_metric
 
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula (CSV injection)
 CSV_COLUMNS = ("model", "task", "metric", "n", "value", "ci_low", "ci_high", "ci_method", "p_value",
                "diff_vs_top", "diff_ci_low", "diff_ci_high", "rank", "judge", "prompt_version", "data")
 
@@ -74,47 +81,59 @@ def build(runs: list[Run], allow_mixed: bool = False, iters: int = stats.BOOTSTR
 
 
 def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool, iters: int, seed: int):
-    samples = {model: (None if r.is_group or r.samples_path is None else r.samples()) for model, r in cells}
+    checked = {model: (None, None) if r.is_group else checked_samples(r) for model, r in cells}
+    samples = {model: found for model, (found, _) in checked.items()}
     prov = {model: _provenance(r, samples[model]) for model, r in cells}
     notes = [_mixed(task, prov, allow_mixed)]
     notes += [f"{model} on {task}: no samples file, so no paired test (run lm_eval with --log_samples)"
-              for model, r in cells if samples[model] is None and not r.is_group]
+              for model, r in cells if r.samples_path is None and not r.is_group]
+    notes += [f"{model} on {task}: {why}" for model, (_, why) in checked.items() if why]
     metrics = list(dict.fromkeys(m for _, r in cells for m in r.metrics))
     primary = primary_metric(metrics)
     metrics.remove(primary)
     metrics.insert(0, primary)
-    ranked = sorted(cells, key=lambda c: _sort_key(c[1], primary))
+    measured = {(model, metric): _measure(r, metric, samples[model]) for model, r in cells for metric in r.metrics}
+
+    def order(cell: tuple[str, TaskResult], metric: str) -> float:  # ranked by the value the row shows
+        value = measured[(cell[0], metric)][0] if (cell[0], metric) in measured else math.nan
+        if math.isnan(value):
+            return math.inf
+        return -value if cell[1].higher_is_better.get(metric, True) else value
+
+    ranked = sorted(cells, key=lambda c: order(c, primary))
     rank = {model: i + 1 for i, (model, _) in enumerate(ranked)}
     rows = []
     for metric in metrics:
         have = [(m, r) for m, r in ranked if metric in r.metrics]
-        top_model, top = min(have, key=lambda c: _sort_key(c[1], metric))
+        top_model, _ = min(have, key=lambda c: order(c, metric))
         for model, result in have:
-            rows.append(_row(task, metric, model, result, samples[model], top_model, samples[top_model],
-                             rank[model], prov[model], metric == primary, iters, seed))
+            rows.append(_row(task, metric, model, measured[(model, metric)], samples[model], top_model,
+                             samples[top_model], rank[model], prov[model], metric == primary, iters, seed))
     return rows, [n for n in notes if n]
 
 
-def _sort_key(result: TaskResult, metric: str) -> float:
-    value = result.metrics.get(metric, (math.nan, None))[0]
-    if math.isnan(value):
-        return math.inf
-    return -value if result.higher_is_better.get(metric, True) else value
-
-
-def _provenance(result: TaskResult, samples: list[Sample] | None) -> tuple[str, str, str]:
+def _provenance(result: TaskResult, samples: list[Sample] | None) -> tuple[str, str, str, tuple]:
+    """(judge, prompt version, data as shown, data as compared: data set, n, doc set or None)."""
     judge = result.judge
     name = f"{judge['backend']}:{judge['model']}" if judge.get("backend") else "lm-eval metric (no judge)"
     data = f"{result.data}, {len(samples)} docs #{doc_set_id(samples)}" if samples else f"{result.data}, n={result.n}"
-    return name, str(judge.get("prompt_version") or "-"), data
+    key = (result.data, len(samples), doc_set_id(samples)) if samples else (result.data, result.n, None)
+    return name, str(judge.get("prompt_version") or "-"), data, key
 
 
-def _mixed(task: str, prov: dict[str, tuple[str, str, str]], allow_mixed: bool) -> str | None:
+def _same_docs(keys: list[tuple]) -> bool:
+    """One data set and n; doc sets equal where known (a run without usable samples shows none)."""
+    return len({k[:2] for k in keys}) == 1 and len({k[2] for k in keys if k[2] is not None}) <= 1
+
+
+def _mixed(task: str, prov: dict[str, tuple[str, str, str, tuple]], allow_mixed: bool) -> str | None:
     reasons = []
     for i, what in enumerate(("judge", "prompt version", "data (doc set)")):
         values: dict[str, list[str]] = {}
         for model, p in prov.items():
             values.setdefault(p[i], []).append(model)
+        if i == 2 and _same_docs([p[3] for p in prov.values()]):
+            continue
         if len(values) > 1:
             reasons.append(f"{what} differs: " + "; ".join(f"{v} ({', '.join(ms)})" for v, ms in values.items()))
     if not reasons:
@@ -126,9 +145,8 @@ def _mixed(task: str, prov: dict[str, tuple[str, str, str]], allow_mixed: bool) 
     return message + " (shown side by side: --allow-mixed)"
 
 
-def _row(task, metric, model, result, samples, top_model, top_samples, rank, prov, primary, iters, seed) -> Row:
-    value, stderr = result.metrics[metric]
-    low, high, method, n = _interval(value, stderr, result.n, samples, metric)
+def _row(task, metric, model, measured, samples, top_model, top_samples, rank, prov, primary, iters, seed) -> Row:
+    value, n, low, high, method = measured
     p = diff = d_low = d_high = None
     if model != top_model and samples is not None and top_samples is not None:
         c = compare(task, metric, samples, top_samples, iters, seed)  # this - top
@@ -138,15 +156,21 @@ def _row(task, metric, model, result, samples, top_model, top_samples, rank, pro
                rank, prov[0], prov[1], prov[2], primary, model == top_model)
 
 
-def _interval(value, stderr, n, samples, metric):
-    if samples is not None:
-        scores = [s.scores[metric] for s in samples if metric in s.scores]
-        if scores and all(v in (0.0, 1.0) for v in scores):
-            return (*stats.wilson_interval(int(sum(scores)), len(scores)), "wilson", len(scores))
-        n = len(scores) or n
+def _measure(result: TaskResult, metric: str, samples: list[Sample] | None):
+    """(value, n, ci_low, ci_high, ci_method) from one source: every sample's score, else the results file."""
+    scores = [s.scores[metric] for s in samples if metric in s.scores] if samples is not None else []
+    if scores and len(scores) == len(samples):
+        value, n = sum(scores) / len(scores), len(scores)
+        if all(v in (0.0, 1.0) for v in scores):
+            return (value, n, *stats.wilson_interval(int(sum(scores)), n), "wilson")
+        if n > 1:
+            stderr = math.sqrt(sum((v - value) ** 2 for v in scores) / (n - 1) / n)  # as lm-eval's mean stderr
+            return (value, n, *stats.normal_interval(value, stderr), "normal")
+        return value, n, None, None, "none"
+    value, stderr = result.metrics[metric]
     if stderr is not None and not math.isnan(stderr):
-        return (*stats.normal_interval(value, stderr), "normal", n)
-    return None, None, "none", n
+        return (value, result.n, *stats.normal_interval(value, stderr), "normal")
+    return value, result.n, None, None, "none"
 
 
 # ---------------------------------------------------------------------- text outputs
@@ -161,7 +185,23 @@ def to_csv(board: Board) -> str:
 
 
 def _csv_value(value):
-    return f"{value:.10g}" if isinstance(value, float) else value  # 10 digits: no 0.08000000000000002
+    if isinstance(value, float):
+        return f"{value:.10g}"  # 10 digits: no 0.08000000000000002
+    return csv_text(value) if isinstance(value, str) else value
+
+
+def csv_text(text: str) -> str:
+    """A text cell a spreadsheet shows as text, on one line: ``'`` before anything it would run as a formula."""
+    risky = text.startswith(_FORMULA_STARTS) or text.lstrip(" ").startswith(_FORMULA_STARTS)
+    text = text.replace("\r", " ").replace("\n", " ")  # the writer would leave a lone CR unquoted
+    return "'" + text if risky else text
+
+
+def md_text(text: str) -> str:
+    """Text safe inside Markdown (a table cell, a heading, a list item): HTML and pipes escaped, one line."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = text.replace("\\", "\\\\").replace("|", "\\|")
+    return " ".join(text.splitlines())
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -213,10 +253,10 @@ def to_markdown(board: Board) -> str:
     lines = ["# Leaderboard", ""]
     for task in board.tasks():
         header, cells = task_table(board, task)
-        lines += [f"## {task}", "", "| " + " | ".join(header) + " |",
+        lines += [f"## {md_text(task)}", "", "| " + " | ".join(md_text(h) for h in header) + " |",
                   "|" + "|".join("---:" if h in ("#", "n") else "---" for h in header) + "|"]
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
+        lines += ["| " + " | ".join(md_text(c) for c in row) + " |" for row in cells]
         lines.append("")
     lines += [f"_{methods(board)}_", ""]
-    lines += [f"- note: {n}" for n in board.notes]
+    lines += [f"- note: {md_text(n)}" for n in board.notes]
     return "\n".join(lines).rstrip() + "\n"

@@ -238,9 +238,35 @@ def _samples_file(results_path: str, task: str, stamp: str | None) -> str | None
 # ---------------------------------------------------------------------- samples
 def load_samples(path: str, task: str) -> list[Sample]:
     """One Sample per doc; lm-eval writes a line per (doc, filter), whose scores are merged."""
+    return _merge(read_jsonl(path, "samples file"), path, task)
+
+
+def checked_samples(result: TaskResult) -> tuple[list[Sample] | None, str | None]:
+    """The task's samples when present, readable and complete; else None and why (for a note on its row).
+
+    Complete: as many docs as the results file counts (``n``). A file whose last line is cut
+    mid-record (a copy or a write that stopped) is incomplete, not unreadable.
+    """
+    path = result.samples_path
+    if path is None:
+        return None, None
+    try:
+        rows, cut = _jsonl(path, "samples file", allow_cut=True)
+        samples = _merge(rows, path, result.task)
+    except ReportError as exc:
+        return None, (f"its samples file is unreadable ({exc}), so this row's value, n and interval come from "
+                      "the results file and it has no paired test")
+    if cut is not None or (result.n is not None and len(samples) < result.n):
+        where = f"cut at line {cut}: " if cut is not None else ""
+        return None, (f"its samples file {path} is incomplete ({where}{len(samples)} of {result.n or '?'} samples), "
+                      "so this row's value, n and interval come from the results file and it has no paired test")
+    return samples, None
+
+
+def _merge(rows: list[tuple[int, Any]], path: str, task: str) -> list[Sample]:
     out: dict[int, Sample] = {}
-    for _, row in read_jsonl(path):
-        sample = _sample(row, task)
+    for number, row in rows:
+        sample = _sample(row, task, f"{path}:{number}")
         seen = out.get(sample.doc_id)
         out[sample.doc_id] = sample if seen is None else dataclasses.replace(
             seen, scores={**seen.scores, **sample.scores})
@@ -248,29 +274,49 @@ def load_samples(path: str, task: str) -> list[Sample]:
 
 
 def read_jsonl(path: str, what: str = "file") -> list[tuple[int, dict[str, Any]]]:
-    """(line number, row) for every non-blank line; unreadable files and bad JSON are ReportErrors."""
+    """(line number, row) for every non-blank line; unreadable files, bytes and JSON are ReportErrors."""
+    return _jsonl(path, what, allow_cut=False)[0]
+
+
+def _jsonl(path: str, what: str, allow_cut: bool) -> tuple[list[tuple[int, Any]], int | None]:
+    """The rows, and the number of a cut last line (no newline, not JSON) when ``allow_cut`` (else None)."""
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, "rb") as fh:
             lines = list(enumerate(fh, 1))
     except OSError as exc:
         raise ReportError(f"{what} {path}: {exc.strerror}") from None
     rows = []
-    for number, line in lines:
-        if line.strip():
-            try:
-                rows.append((number, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise ReportError(f"{path}:{number} is not valid JSON ({exc.msg})") from None
-    return rows
+    for number, raw in lines:
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ReportError(f"{path}:{number} is not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                              f"{exc.start + 1})") from None
+        if not line.strip():
+            continue
+        try:
+            rows.append((number, json.loads(line)))
+        except (json.JSONDecodeError, RecursionError) as exc:
+            if allow_cut and number == len(lines) and not line.endswith("\n"):
+                return rows, number
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            raise ReportError(f"{path}:{number} is not valid JSON ({reason})") from None
+    return rows, None
 
 
-def _sample(row: dict[str, Any], task: str) -> Sample:
+def _sample(row: Any, task: str, where: str) -> Sample:
+    if not isinstance(row, dict):
+        raise ReportError(f"{where} is not a JSON object; is it an lm-eval samples file?")
+    doc_id = row.get("doc_id", -1)
+    if isinstance(doc_id, bool) or not isinstance(doc_id, int):
+        raise ReportError(f"{where}: doc_id {doc_id!r} is not a whole number")
     filt = row.get("filter", "none")
     scores = {f"{m},{filt}": float(row[m]) for m in row.get("metrics") or []
-              if isinstance(row.get(m), (int, float)) and not isinstance(row.get(m), bool)}
+              if isinstance(m, str) and isinstance(row.get(m), (int, float)) and not isinstance(row.get(m), bool)}
     record = _judge_record(row.get("filtered_resps"))
     response = record.get("response") if record else _first_text(row.get("resps"))
-    return Sample(task, int(row.get("doc_id", -1)), question_of(row.get("doc") or {}), response, scores, record)
+    doc = row.get("doc")
+    return Sample(task, doc_id, question_of(doc) if isinstance(doc, dict) else None, response, scores, record)
 
 
 def _judge_record(filtered: Any) -> dict[str, Any] | None:

@@ -36,6 +36,7 @@ _STATUS_NAMES = {
     404: "NOT_FOUND",
     429: "RESOURCE_EXHAUSTED",
     500: "INTERNAL",
+    501: "NOT_IMPLEMENTED",
     503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
@@ -107,7 +108,8 @@ class GeminiServer(LoopbackServer):
     `GET /v1*/models/{model}` (the preflight's model lookup) answers a Model
     resource for names in `models`, else 404 NOT_FOUND like the real API;
     `models_status` makes it answer that error status instead (400 "API key
-    not valid" for a bad key, as Gemini does).
+    not valid" for a bad key, as Gemini does); `upload_status` makes the File
+    API's upload answer that error status (a proxy without the File API: 501).
     """
 
     def __init__(
@@ -119,6 +121,7 @@ class GeminiServer(LoopbackServer):
         self.processing_polls = processing_polls
         self.models = ["gemini-2.5-pro", "gemini-2.5-flash"]
         self.models_status: int | None = None
+        self.upload_status: int | None = None
         self._ids = itertools.count(1)
         super().__init__(responder, latency)
 
@@ -246,6 +249,8 @@ class GeminiServer(LoopbackServer):
 
     # -- File API -----------------------------------------------------------------
     def _upload(self, version: str, query: dict, headers: dict[str, str], raw: bytes) -> Reply:
+        if self.upload_status is not None:
+            return self._error(self.upload_status, "Method not implemented for this endpoint.")
         command = headers.get("x-goog-upload-command", "")
         if command == "start":
             return self._start_upload(version, headers, raw)
