@@ -8,7 +8,9 @@ mathjudge-replay``) so a rerun judges them without generating again.
 The rescue path must never be the thing that fails: rows are written as
 ASCII-escaped JSON (a lone surrogate round-trips as ``\\ud800``), to a
 temporary file that is fsynced and then renamed, so the file is either
-complete or absent. The folder is 0700 and the file 0600.
+complete or absent. The folder is 0700 and the file 0600. A task whose
+responses are media records the folders they were made in (``media_dirs``),
+so the replay attaches them again (a VLM judge reads media only from there).
 """
 
 from __future__ import annotations
@@ -52,21 +54,26 @@ def keep_generations(cache_dir: str) -> str:
 
 
 def _live_rows():
+    from .generators import media_dirs
+
     for task in list(_LIVE):
+        folders = media_dirs(task.config.task)
         for inst in getattr(task, "_instances", None) or []:
             if inst.resps and isinstance(inst.resps[0], str):
-                yield task.config.task, inst.doc_id, inst.doc, inst.resps[0]
+                yield task.config.task, inst.doc_id, inst.doc, inst.resps[0], folders
 
 
-def save_generations(cache_dir: str, rows: Iterable[tuple[str, int, dict, str]]) -> str:
-    """Write (task, doc_id, doc, response) rows to a new replay file under the cache folder, atomically."""
+def save_generations(cache_dir: str, rows: Iterable[tuple]) -> str:
+    """Write (task, doc_id, doc, response[, media folders]) rows to a new replay file under the cache
+    folder, atomically."""
     from .replay import question_of
 
     folder = os.path.join(cache_dir, GENERATIONS_DIR)
     private_dir(folder)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     path = os.path.join(folder, f"generations-{stamp}-{os.getpid()}-{time.time_ns() % 10**9:09d}.jsonl")
-    lines = [json.dumps({"task": task, "doc_id": doc_id, "question": question_of(doc), "response": response},
-                        ensure_ascii=True, default=str) + "\n" for task, doc_id, doc, response in rows]
+    lines = [json.dumps({"task": task, "doc_id": doc_id, "question": question_of(doc), "response": response,
+                         **({"media_dirs": list(more[0])} if more and more[0] else {})},
+                        ensure_ascii=True, default=str) + "\n" for task, doc_id, doc, response, *more in rows]
     write_atomic(path, "".join(lines))
     return path

@@ -13,6 +13,10 @@ reordering; a record of the same task wins when a file holds several tasks).
 ``doc_id`` is used only for records that carry no question, since doc ids of
 different data sets collide. Requests with no recording are an error that
 says how many and which, rather than silently empty answers.
+
+A record may name the folders its media response was made in (``media_dirs``,
+as the saved generations of an image or video run do): the replay records them
+as the task's media folders, so the VLM judge attaches those files again.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from lm_eval.api.model import LM
 from . import compat
 from ._startup import REPLAY_MODEL
 from .errors import ConfigError
+from .generators import record_provenance
 
 _QUESTION_KEYS = ("question", "problem", "Question", "Problem", "mj_question")
 
@@ -40,6 +45,8 @@ class ReplayLM(LM):
         # (task or None, question) -> response; doc_id -> response only for records without a question
         self._by_question: dict[tuple[str | None, str], str] = {}
         self._by_doc_id: dict[tuple[str | None, int], str] = {}
+        self._path = path
+        self._media_dirs: dict[str | None, list[str]] = {}  # task (None: any) -> folders of its media
         for number, row in _rows(path):
             self._add(row, path, number)
 
@@ -48,6 +55,10 @@ class ReplayLM(LM):
         if response is None:
             raise ConfigError(f"{path}:{number} has neither 'response' nor 'resps'")
         task, question = row.get("task"), question_of(row.get("doc") or row)
+        folders = row.get("media_dirs")
+        if isinstance(folders, list):
+            known = self._media_dirs.setdefault(task, [])
+            known.extend(f for f in folders if isinstance(f, str) and f and f not in known)
         if question is not None:
             self._by_question[(task, _norm(question))] = response
             self._by_question.setdefault((None, _norm(question)), response)
@@ -62,6 +73,10 @@ class ReplayLM(LM):
             if found is None:
                 missing.append(f"{request.task_name}:{request.doc_id}")
             answers.append(found or "")
+        for task in dict.fromkeys(r.task_name for r in requests):
+            folders = list(dict.fromkeys([*self._media_dirs.get(task, []), *self._media_dirs.get(None, [])]))
+            if folders:
+                record_provenance(task, {"adapter": REPLAY_MODEL, "path": self._path, "media_dirs": folders})
         if missing:
             raise ConfigError(f"{len(missing)} of {len(answers)} requests have no recorded response "
                               f"({', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}); "
