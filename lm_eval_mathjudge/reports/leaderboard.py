@@ -1,11 +1,13 @@
 """The leaderboard: models x tasks x metrics with 95% intervals and a paired test against the top.
 
-Per task, models are ranked by the primary metric (``gpt4_exact_match`` or
-``final_correct``); for every metric, each model is compared with the best model on
-that task and metric, doc by doc (exact McNemar, paired-bootstrap interval of the
-difference). Cells judged differently (judge backend/model, prompt version, doc set)
-are refused side by side unless ``allow_mixed``, because their gap would measure the
-judges as much as the models.
+Per task, models are ranked by the primary metric (``gpt4_exact_match``,
+``cascade_exact_match`` or ``final_correct``); for every metric, each model is compared
+with the best model on that task and metric, doc by doc (exact McNemar,
+paired-bootstrap interval of the difference). Cells judged differently (the judging
+pipeline: one judge, a cascade or a panel and its members; the prompt version; the
+doc set; the primary metric) are refused side by side unless ``allow_mixed``, because
+their gap would measure the judges as much as the models. Under ``allow_mixed`` each
+model is ranked by its own primary metric, and a note says which metrics were mixed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import asdict, dataclass
 
 from . import stats
 from .paired import compare
-from .runs import ReportError, Run, Sample, TaskResult, doc_set_id, metric_label, primary_metric
+from .runs import ReportError, Run, Sample, TaskResult, doc_set_id, metric_label, pipeline, primary_metric
 
 CSV_COLUMNS = ("model", "task", "metric", "n", "value", "ci_low", "ci_high", "ci_method", "p_value",
                "diff_vs_top", "diff_ci_low", "diff_ci_high", "rank", "judge", "prompt_version", "data")
@@ -75,15 +77,16 @@ def build(runs: list[Run], allow_mixed: bool = False, iters: int = stats.BOOTSTR
 
 def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool, iters: int, seed: int):
     samples = {model: (None if r.is_group or r.samples_path is None else r.samples()) for model, r in cells}
-    prov = {model: _provenance(r, samples[model]) for model, r in cells}
+    headline = {model: primary_metric(list(r.metrics)) for model, r in cells}  # each cell's own primary metric
+    prov = {model: (*_provenance(r, samples[model]), metric_label(headline[model])) for model, r in cells}
     notes = [_mixed(task, prov, allow_mixed)]
     notes += [f"{model} on {task}: no samples file, so no paired test (run lm_eval with --log_samples)"
               for model, r in cells if samples[model] is None and not r.is_group]
+    notes += [_flagged(task, model, r, headline[model]) for model, r in cells]
     metrics = list(dict.fromkeys(m for _, r in cells for m in r.metrics))
-    primary = primary_metric(metrics)
-    metrics.remove(primary)
-    metrics.insert(0, primary)
-    ranked = sorted(cells, key=lambda c: _sort_key(c[1], primary))
+    primaries = list(dict.fromkeys(headline[model] for model, _ in cells))
+    metrics = [*primaries, *(m for m in metrics if m not in primaries)]
+    ranked = sorted(cells, key=lambda c: _sort_key(c[1], headline[c[0]]))
     rank = {model: i + 1 for i, (model, _) in enumerate(ranked)}
     rows = []
     for metric in metrics:
@@ -91,8 +94,20 @@ def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool
         top_model, top = min(have, key=lambda c: _sort_key(c[1], metric))
         for model, result in have:
             rows.append(_row(task, metric, model, result, samples[model], top_model, samples[top_model],
-                             rank[model], prov[model], metric == primary, iters, seed))
+                             rank[model], prov[model], metric == headline[model], iters, seed))
     return rows, [n for n in notes if n]
+
+
+def _flagged(task: str, model: str, result: TaskResult, metric: str) -> str | None:
+    """A note when answers addressed the judge (the results' ``metadata.judge.flags``), and what they scored."""
+    found = result.judge.get("flags")
+    if not isinstance(found, dict) or not found.get("flagged"):
+        return None
+    kinds = ", ".join(f"{k}: {v.get('samples')}" for k, v in (found.get("by_flag") or {}).items())
+    score = (found.get("scores") or {}).get(metric.partition(",")[0])
+    scored = f"; they scored {score:.3f} on {metric_label(metric)}" if isinstance(score, (int, float)) else ""
+    return (f"{model} on {task}: {found['flagged']} of {found.get('samples')} answers are flagged as addressing "
+            f"the judge ({kinds}){scored}")
 
 
 def _sort_key(result: TaskResult, metric: str) -> float:
@@ -103,15 +118,14 @@ def _sort_key(result: TaskResult, metric: str) -> float:
 
 
 def _provenance(result: TaskResult, samples: list[Sample] | None) -> tuple[str, str, str]:
-    judge = result.judge
-    name = f"{judge['backend']}:{judge['model']}" if judge.get("backend") else "lm-eval metric (no judge)"
     data = f"{result.data}, {len(samples)} docs #{doc_set_id(samples)}" if samples else f"{result.data}, n={result.n}"
-    return name, str(judge.get("prompt_version") or "-"), data
+    return pipeline(result), str(result.judge.get("prompt_version") or "-"), data
 
 
-def _mixed(task: str, prov: dict[str, tuple[str, str, str]], allow_mixed: bool) -> str | None:
+def _mixed(task: str, prov: dict[str, tuple[str, ...]], allow_mixed: bool) -> str | None:
+    """(pipeline, prompt version, data, primary metric) per model: a note, or a refusal, when they differ."""
     reasons = []
-    for i, what in enumerate(("judge", "prompt version", "data (doc set)")):
+    for i, what in enumerate(("judge", "prompt version", "data (doc set)", "primary metric")):
         values: dict[str, list[str]] = {}
         for model, p in prov.items():
             values.setdefault(p[i], []).append(model)
@@ -123,7 +137,8 @@ def _mixed(task: str, prov: dict[str, tuple[str, str, str]], allow_mixed: bool) 
     if not allow_mixed:
         raise ReportError(message + ". Re-judge them alike (mathjudge rejudge) or pass --allow-mixed "
                           "to show them side by side anyway (paired tests use the common docs only).")
-    return message + " (shown side by side: --allow-mixed)"
+    ranked_by = "; each model is ranked by its own primary metric" if len({p[3] for p in prov.values()}) > 1 else ""
+    return message + f" (shown side by side: --allow-mixed{ranked_by})"
 
 
 def _row(task, metric, model, result, samples, top_model, top_samples, rank, prov, primary, iters, seed) -> Row:
@@ -179,12 +194,13 @@ def task_table(board: Board, task: str) -> tuple[list[str], list[list[str]]]:
     rows = [r for r in board.rows if r.task == task]
     metrics = list(dict.fromkeys(r.metric for r in rows))
     models = sorted(dict.fromkeys(r.model for r in rows), key=lambda m: next(r.rank for r in rows if r.model == m))
-    header = ["#", "model", *(f"{m} [95% CI]" for m in metrics), f"Δ {metrics[0]} vs top [95% CI]", "p (McNemar)",
+    lead_name = metrics[0] if len({r.metric for r in rows if r.primary}) == 1 else "primary metric"
+    header = ["#", "model", *(f"{m} [95% CI]" for m in metrics), f"Δ {lead_name} vs top [95% CI]", "p (McNemar)",
               "n", "judge", "prompt", "data"]
     cells = []
     for model in models:
         mine = {r.metric: r for r in rows if r.model == model}
-        lead = mine.get(metrics[0])
+        lead = next((r for r in mine.values() if r.primary), mine.get(metrics[0]))  # its own primary metric
         first = next(iter(mine.values()))
         diff = "top" if lead and lead.is_top else (
             f"{fmt(lead.diff_vs_top)} [{fmt(lead.diff_ci_low)}, {fmt(lead.diff_ci_high)}]"
