@@ -35,7 +35,7 @@ FLAGS = {
     "media_outside": "names a media file outside the run's media folders: graded as text, the file never read",
 }
 
-_SCAN = 200_000  # characters looked at: an attack that matters sits where the judge reads it, and work stays bounded
+_SCAN = 200_000  # characters looked at, so the work per answer is bounded (the fence covers every character)
 # Headings of our prompts that an honest solution may well use itself ("### Problem"): not flagged.
 _GENERIC_HEADINGS = {"problem", "examples"}
 _GRADERS = ("grader", "judge", "evaluator", "assessor", "examiner", "marker", "reviewer", "teacher")

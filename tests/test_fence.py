@@ -119,8 +119,8 @@ def test_the_prompt_versions_changed_and_enter_the_cache_key():
     from lm_eval_mathjudge.client import JudgeClient
     from lm_eval_mathjudge.config import JudgeSettings
 
-    # The versions the results recorded before the fence (README, Comparing runs): verdicts cached under
-    # them are keyed by them, so none is reused for the fenced prompts.
+    # The version the results recorded before the fence: verdicts cached under it are keyed by it, so
+    # none is reused for the fenced prompt.
     assert prompts.load("exact_match").version != "exact_match@8e9ab53df303"
     for name in prompts.JUDGE_TEMPLATES:
         assert "{{begin}}" in prompts.load(name).text and "{{end}}" in prompts.load(name).text

@@ -23,6 +23,7 @@ import re
 
 import pytest
 
+from lm_eval_mathjudge.__main__ import main
 from tests import media_fixtures as fx
 from tests.conftest import read_jsonl, write_data_slice
 from tests.e2e import CANARY_KEY
@@ -187,7 +188,7 @@ def _hacked_run(tmp_path):
                       {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
                        "OPENAI_API_KEY": CANARY_KEY}, tmp_path / "out", cwd=tmp_path)
         assert run.returncode == 0, run.stderr[-4000:]
-    return dict(run=run, seen=seen, hacks=hacks, responses=responses)
+    return dict(run=run, seen=seen, hacks=hacks, responses=responses, tmp_path=tmp_path)
 
 
 def test_hacked_answers_earn_nothing_from_a_gullible_judge_and_are_counted(scenario):
@@ -214,6 +215,10 @@ def test_hacked_answers_earn_nothing_from_a_gullible_judge_and_are_counted(scena
     assert {k: v["samples"] for k, v in flags["by_flag"].items()} == {
         "verdict_line": 5, "injection": 1, "our_heading": 1, "fake_fence": 1, "non_answer": 2}
     assert "7 of 9 responses are flagged as addressing the judge" in run.stderr
+    board = got["tmp_path"] / "board"
+    assert main(["leaderboard", str(run.out_dir), "--out", str(board)]) == 0  # the leaderboard says so too
+    assert ("7 of 9 answers are flagged as addressing the judge (verdict_line: 5, injection: 1, our_heading: 1, "
+            "fake_fence: 1, non_answer: 2); they scored 0.000 on gpt4_exact_match") in (board / "leaderboard.md").read_text()
 
 
 SCENARIOS = {"test_outside_paths_are_graded_as_text_and_never_read_or_uploaded": _media_run,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import json
+import os
 
 import pytest
 
@@ -183,3 +185,40 @@ def test_without_media_folders_no_path_is_ever_read(tmp_path, monkeypatch):
     monkeypatch.setattr("builtins.open", lambda path, *a, **k: opened.append(path) or real_open(path, *a, **k))
     request = VLM.request(_doc(), str(folder / "ok.png"))  # no folders given: a text model's answer
     assert request.media == () and not any(str(folder) in str(p) for p in opened)
+
+
+def test_saved_generations_and_their_replay_keep_the_media_folders(tmp_path):
+    """A media run whose judging failed is resumed by replay: its files must still be attached."""
+    from lm_eval_mathjudge import generators
+    from lm_eval_mathjudge.recovery import save_generations
+    from lm_eval_mathjudge.replay import ReplayLM
+    from tests._helpers import Req
+
+    folder = tmp_path / "media"
+    folder.mkdir()
+    (folder / "0.png").write_bytes(fx.png())
+    task = "gsm8k_vlmjudge_replay_test"
+    saved = save_generations(str(tmp_path / "cache"), [(task, 0, {"question": "What is 2+2?"}, str(folder / "0.png"),
+                                                        (str(folder),)),
+                                                       (task, 1, {"question": "What is 3+3?"}, "6", ())])
+    rows = [json.loads(line) for line in open(saved, encoding="utf-8")]
+    assert rows[0]["media_dirs"] == [str(folder)] and "media_dirs" not in rows[1]
+    answers = ReplayLM(path=saved).generate_until([Req("What is 2+2?", task_name=task),
+                                                   Req("What is 3+3?", task_name=task, doc_id=1)])
+    assert answers == [str(folder / "0.png"), "6"]
+    assert generators.media_dirs(task) == (os.path.realpath(folder),)
+    assert VLM.request(_doc(), answers[0], generators.media_dirs(task)).media  # attached again
+
+
+def test_rejudge_takes_the_media_folders_of_the_original_run(tmp_path):
+    from lm_eval_mathjudge.reports.rejudge import read_source
+
+    folder = tmp_path / "renders"
+    folder.mkdir()
+    stamp = "2026-01-01T00-00-00.000000"
+    (tmp_path / f"results_{stamp}.json").write_text(json.dumps({
+        "results": {"gsm8k_vlmjudge": {}}, "model_name": "veo",
+        "configs": {"gsm8k_vlmjudge": {"metadata": {"generator": {"adapter": "mathjudge-media", "dir": str(folder)}}}}}))
+    samples = tmp_path / f"samples_gsm8k_vlmjudge_{stamp}.jsonl"
+    samples.write_text(json.dumps({"doc_id": 0, "doc": {"question": "q"}, "resps": [[str(folder / "0.png")]]}) + "\n")
+    assert read_source(str(samples)).media_dirs == (os.path.realpath(folder),)
