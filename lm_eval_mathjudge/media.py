@@ -6,19 +6,20 @@ A response is a media reference when its whole text is one of
   (a path containing spaces counts only if the file exists: otherwise it is prose);
 * a ``data:<mime>;base64,...`` URL of one of those types.
 
-An ``http(s)://`` URL ending in a media extension is recognised too, so that it
-fails with a clear message instead of being judged as text: it is not fetched.
+An ``http(s)://`` URL ending in a media extension is recognised too (and never
+fetched: ``load_media`` refuses it).
 
 Anything else is judged as text. A media reference is attached only from where
 media belong (``attachable``): a data URL carries its own bytes; a local path
 or ``file://`` URL only when its real location (``..`` and symlinks resolved)
 is inside one of the run's media folders: the generator's ``media_dir``, the
 ``mathjudge-media`` folder, the folders of ``judge_media_dirs``. Any other path,
-and any remote URL, is graded as text and never read: a text model must not be
-able to make the harness send a local file to the judge.
+and any remote URL, is graded as text and never read (``refused`` says so, for
+the sample's flags): a text model must not be able to make the harness send a
+local file to the judge.
 
-A reference that cannot be sent (missing,
-unreadable, empty, too large, or bytes that are not what the name says) raises
+A reference inside a media folder that cannot be sent (missing, unreadable,
+empty, too large, or bytes that are not what the name says) raises
 ``MediaError`` naming the file: the sample counts as a judge failure, the rest
 of the run goes on. The content hash, never the path, identifies the media in
 the judge cache.

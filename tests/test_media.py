@@ -24,7 +24,7 @@ from tests import media_fixtures as fx
     pytest.param("x = 5\n\\boxed{5}", False, id="ordinary-solution"),
     pytest.param("/runs/model/answer.txt", False, id="not-a-media-extension"),
     pytest.param("data:text/plain;base64,aGk=", True, id="data-url-of-any-type-is-still-a-reference"),
-    pytest.param("https://cdn.example.com/run/q1.mp4", True, id="remote-url-recognised-to-fail-clearly"),
+    pytest.param("https://cdn.example.com/run/q1.mp4", True, id="remote-url-recognised-never-fetched"),
 ])
 def test_media_reference(response, is_reference):
     assert (media.media_reference(response) is not None) is is_reference
