@@ -146,9 +146,12 @@ def gold_of(reference: str) -> str:
     return match["gold"] if match else ""
 
 
+_FENCE_LINE = re.compile(r"<<<(?:BEGIN|END) ANSWER [A-Z]+>>>$")  # the judge prompt's fence around the answer
+
+
 def last_line_has(gold: str, response: str) -> tuple[bool, str]:
     """(whether gold appears as a number in the response's last non-empty line, that line shortened)."""
-    lines = [ln for ln in response.splitlines() if ln.strip()]
+    lines = [ln for ln in response.splitlines() if ln.strip() and not _FENCE_LINE.match(ln)]
     last = lines[-1].replace(",", "").replace("$", "") if lines else ""
     same = bool(gold) and re.search(rf"(?<![\d.]){re.escape(gold)}(?![\d])", last) is not None
     return same, last.strip()[:80] or "nothing"

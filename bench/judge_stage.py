@@ -10,7 +10,7 @@ this process and answers every call after a fixed synthetic latency:
   baseline      a task written to a temp folder (--include_path) whose
                 ``process_results: !function`` makes one synchronous openai call
                 per doc, as lm-eval's built-in PISA ``*_llm_judged`` tasks do;
-                same prompt (prompts.load("exact_match")), same parser
+                same prompt (judges.EXACT_MATCH.request), same parser
                 (parsing.parse_exact_match), same judge model name and server.
 
 Per run: wall time of the lm_eval subprocess, the judge stage as the server saw
@@ -109,8 +109,9 @@ import os
 
 from openai import OpenAI
 
-from lm_eval_mathjudge import data, prompts
+from lm_eval_mathjudge import data
 from lm_eval_mathjudge.config import DEFAULT_EXACT_MATCH_MODEL
+from lm_eval_mathjudge.judges import EXACT_MATCH
 from lm_eval_mathjudge.errors import UnparseableReply
 from lm_eval_mathjudge.parsing import parse_exact_match
 
@@ -129,8 +130,7 @@ def process_results(doc, results):
     response = results[0]
     if isinstance(response, (list, tuple)):
         response = response[0] if response else ""
-    prompt = prompts.load("exact_match").render(
-        question=doc["mj_question"], reference=doc["mj_reference"], response=response)
+    prompt = EXACT_MATCH.request(doc, response).prompt
     reply = _client.chat.completions.create(
         model=DEFAULT_EXACT_MATCH_MODEL, messages=[{"role": "user", "content": prompt}],
         temperature=0.0, max_tokens=1024)

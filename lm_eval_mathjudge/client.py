@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from . import preflight
 from .cache import ReplyCache, request_key
-from .config import JudgeSettings
+from .config import JudgeSettings, judge_label
 from .errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MathJudgeError, MediaError, UnparseableReply
 from .pool import backend_limits, estimate_tokens, run_bounded
 from .redact import redact
@@ -144,7 +144,7 @@ class JudgeClient:
         self._cache = cache
         self._progress = progress
         self._identity = {**backend.identity(), "template": template_version}
-        self._judge_label = f"{self._identity.get('backend')}:{self._identity.get('model')}"
+        self._judge_label = judge_label(self._identity)
         self._policy = RetryPolicy(max_retries=settings.max_retries)
         # Shared with every client of the same endpoint + model in this process (pool.py).
         self._limits = backend_limits(backend.identity(), rpm=settings.rpm, tpm=settings.tpm,

@@ -48,8 +48,8 @@ ENV_PREFIX = "MATHJUDGE_"
 SCOPES = {"exact_match": "gpt4em", "vlm": "vlm"}  # judge -> prefix of its own settings
 OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD")  # read elsewhere, not settings
 META_PREFIX = "judge_"
-# Judge-run options that are not per-judge settings (panel.py, cascade.py); same layers and names.
-RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade", "audit", "audit_limit")
+# Judge-run options that are not per-judge settings (panel.py, cascade.py, media.py, audit); same layers and names.
+RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade", "media_dirs", "audit", "audit_limit")
 PANEL_RULES = ("majority", "unanimous")
 MAX_PANEL = 9
 AUDIT_LIMIT = 10  # adversarial answers per attack family and task in a judge audit (lm_eval_mathjudge.audit)
@@ -111,6 +111,33 @@ class JudgeSettings:
     def public(self) -> dict[str, Any]:
         """What goes into results files: every setting (none of them is a secret)."""
         return dataclasses.asdict(self)
+
+
+def judge_label(judge: Any) -> str:
+    """``backend:model``, the one name of one judge (samples, results, reports, cache rows, costs).
+
+    ``judge``: settings, or a mapping with ``backend`` and ``model`` (what a results file records)."""
+    get = judge.get if isinstance(judge, Mapping) else (lambda name: getattr(judge, name, None))
+    return f"{get('backend')}:{get('model')}"
+
+
+def pipeline_label(judge: Mapping[str, Any]) -> str:
+    """The whole judging pipeline of a task, from what its results record (``metadata.judge``).
+
+    ``openai:gpt-4o``; ``cascade(local:math-verify → openai:gpt-4-turbo-2024-04-09)``;
+    ``panel(majority: a, b, c)``, with ``, min N`` when the quorum is not a strict majority. Two
+    runs with different labels were scored by different measurements.
+    """
+    panel, cascade = judge.get("panel"), judge.get("cascade")
+    if isinstance(panel, Mapping):
+        members = [judge_label(m) for m in panel.get("members") or ()]
+        rule, quorum = str(panel.get("rule") or "majority"), panel.get("min")
+        if quorum is not None and quorum != len(members) // 2 + 1:
+            rule += f", min {quorum}"
+        return f"panel({rule}: {', '.join(members)})"
+    if isinstance(cascade, Mapping):
+        return f"cascade({judge_label(cascade.get('rule') or {})} → {judge_label(cascade.get('llm') or {})})"
+    return judge_label(judge)
 
 
 _FIELDS = {f.name: f for f in fields(JudgeSettings)}
@@ -186,6 +213,7 @@ class RunOptions:
     panel_rule: str = "majority"
     panel_min: int | None = None  # None: a strict majority of the members must give a verdict
     cascade: bool = False
+    media_dirs: tuple[str, ...] = ()  # VLM tasks: more folders media may be attached from (resolved paths)
     audit: bool = False  # measure the judge's gullibility once per run (lm_eval_mathjudge.audit)
     audit_limit: int = AUDIT_LIMIT
 
@@ -232,6 +260,8 @@ def resolve_run_options(judge: str, yaml_settings: Mapping[str, Any] | None, met
             values["audit_limit"] = _to_int(merged["audit_limit"])
         except (TypeError, ValueError):
             raise ConfigError(f"judge setting audit_limit={merged['audit_limit']!r} is not a valid int") from None
+    if merged.get("media_dirs") not in (None, "", [], ()):
+        values["media_dirs"] = _media_dirs(merged["media_dirs"])
     options = RunOptions(**values)
     if options.cascade and judge != "exact_match":
         raise ConfigError(f"judge_cascade works with the exact-match judge only (the {judge} judge has no rule "
@@ -260,6 +290,29 @@ def _panel_members(value: Any) -> tuple[dict[str, Any], ...]:
         refuse_credentials(member, where)
         members.append(dict(member))
     return tuple(members)
+
+
+def _media_dirs(value: Any) -> tuple[str, ...]:
+    """Folders from a list, a JSON list or an ``os.pathsep``-separated string; each must exist."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = json.loads(text) if text.startswith("[") else text.split(os.pathsep)
+        except ValueError:
+            value = None  # refused just below
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError("judge setting media_dirs must be a list of folders (or one string of folders separated "
+                          f"by {os.pathsep!r}), e.g. [\"/data/renders\"]")
+    dirs = []
+    for entry in (v.strip() for v in value):
+        if not entry:
+            continue
+        path = os.path.realpath(os.path.expanduser(entry))
+        if not os.path.isdir(path):
+            raise ConfigError(f"judge setting media_dirs names {entry!r}, which is not a folder; give the folders "
+                              "your generated images and videos are in")
+        dirs.append(path)
+    return tuple(dict.fromkeys(dirs))
 
 
 def _option_problems(o: RunOptions):

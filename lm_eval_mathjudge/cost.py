@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import prices
-from .config import is_reasoning_model
+from .config import is_reasoning_model, judge_label
 from .errors import ConfigError, JudgeRunError
 from .token_rules import media_tokens, prompt_tokens  # noqa: F401 - part of this module's API
 from .types import JudgeRequest
@@ -135,10 +135,6 @@ def expected_thinking(settings: Any) -> int:
     if settings.backend in ("openai", "azure") and is_reasoning_model(model):
         return THINKING_BY_EFFORT.get(getattr(settings, "reasoning_effort", None) or "medium", 1000)
     return 0
-
-
-def judge_label(settings: Any) -> str:
-    return f"{settings.backend}:{settings.model}"
 
 
 # ---------------------------------------------------------------------- cost of usage

@@ -28,13 +28,14 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from . import backends, cascade, compat, cost, data, generators, prices, prompts, recovery, run
+from . import backends, cascade, compat, cost, data, flags, generators, prices, prompts, recovery, run
 from .cache import ReplyCache
 from .client import JudgeClient, outcome_from_error, preflight_once
 from .compat import TaskBase
-from .config import JudgeSettings, RunOptions, resolve_run_options, resolve_settings
+from .config import JudgeSettings, RunOptions, judge_label, pipeline_label, resolve_run_options, resolve_settings
 from .errors import ConfigError, JudgeRunError, MediaError
 from .judges import JUDGE_FAILED, JUDGES, Judge
+from .media import refused as media_refused
 from .panel import Panel
 from .redact import install_log_filter, public_url, redact
 from .types import JudgeRequest, Outcome, clean_text
@@ -74,6 +75,7 @@ class JudgedTask(TaskBase):
         self._fatal = None
         self._job: run.Job | None = None  # this task's share of the run's judge pass (run.py)
         self._members_open: list[JudgeClient] = []
+        self._media_dirs: tuple[str, ...] | None = None  # where media may be attached from (_media_roots)
         register_metrics()
         if int(config.get("repeats") or 1) > 1:
             raise ConfigError(f"task {config.get('task')}: repeats > 1 is not supported by judged tasks (only one "
@@ -192,12 +194,16 @@ class JudgedTask(TaskBase):
                                 + recovery.keep_generations(self._settings.resolved_cache_dir())) from job.error
         slots = self._slots()  # apply_filters ran the filters again: same instances, same order
         outcomes = [job.outcome(i) for i in range(len(slots))]
+        flagged = []
         for (inst, key), outcome in zip(slots, outcomes):
             response = _as_text(inst.filtered_resps[key])
-            record = json.dumps(self._record(response, outcome), ensure_ascii=False)
+            fields = self._record(response, outcome)
+            record = json.dumps(fields, ensure_ascii=False)
             self._scores[record] = self._judge.scores(outcome.verdict)
+            flagged.append((fields["judge_flags"], self._scores[record]))
             inst.filtered_resps[key] = record
         self._note_stats(client, outcomes, [job.keys[i] is None for i in range(len(slots))])
+        self._note_flags(flagged)
         if job.cost is not None:
             self.config.metadata["judge"].update(job.cost)
         self._fatal = client.fatal_error
@@ -268,6 +274,7 @@ class JudgedTask(TaskBase):
 
     def _close_judge(self) -> None:
         self._members_open = []
+        self._media_dirs = None
         self._job = None  # its outcomes are in the instances now; the keys can go
         if self._client is not None:
             self._client.close()
@@ -278,11 +285,15 @@ class JudgedTask(TaskBase):
                  for key, value in inst.filtered_resps.items()]
         self._open_judge()
         outcomes, details = self._run_judge([(inst.doc, response) for inst, _, response in slots])
+        flagged = []
         for (inst, key, response), outcome, detail in zip(slots, outcomes, details):
-            record = json.dumps({**self._record(response, outcome), **detail}, ensure_ascii=False)
+            fields = {**self._record(response, outcome), **detail}
+            record = json.dumps(fields, ensure_ascii=False)
             scores = self._judge.scores(outcome.verdict)
             self._scores[record] = cascade.rename(scores) if self._options.cascade else scores
+            flagged.append((fields["judge_flags"], self._scores[record]))
             inst.filtered_resps[key] = record
+        self._note_flags(flagged)
         self._raise_for_transport_failures(outcomes)
 
     def _run_judge(self, pairs: list[tuple[dict, str]]) -> tuple[list[Outcome], list[dict[str, Any]]]:
@@ -354,12 +365,30 @@ class JudgedTask(TaskBase):
         self.config.metadata["judge"]["run"] = stats
         log.info("%s: %s", self.config.task, stats)
 
+    def _note_flags(self, flagged: list[tuple[list[str], dict[str, float]]]) -> None:
+        """How many answers addressed the judge, per flag, and how they scored (flags.py)."""
+        summary = flags.summarise(flagged)
+        self.config.metadata["judge"]["flags"] = summary
+        if self._judge.name == "vlm":
+            self.config.metadata["judge"]["media_dirs"] = list(self._media_roots())
+        if summary["flagged"]:
+            log.warning("%s: %d of %d responses are flagged as addressing the judge (%s); see judge_flags in the "
+                        "samples file", self.config.task, summary["flagged"], summary["samples"],
+                        ", ".join(f"{k}: {v['samples']}" for k, v in summary["by_flag"].items()))
+
+    def _media_roots(self) -> tuple[str, ...]:
+        """Folders media may be attached from: the generator's, then the judge_media_dirs setting."""
+        if self._media_dirs is None:
+            made = generators.media_dirs(self.config.task)
+            self._media_dirs = tuple(dict.fromkeys((*made, *self._options.media_dirs)))
+        return self._media_dirs
+
     def _build_request(self, doc: dict, response: str) -> JudgeRequest | Outcome:
         failed = generators.generation_failure(response)
         if failed is not None:  # the generator made no media for this doc: counted, never judged
             return Outcome(failure=failed[0], error=failed[1])
         try:
-            return self._judge.request(doc, clean_text(response))
+            return self._judge.request(doc, clean_text(response), self._media_roots())
         except MediaError as exc:  # the output names media that cannot be sent: this sample only
             log.warning("%s: %s", self.config.task, exc)
             return outcome_from_error(exc)
@@ -373,10 +402,19 @@ class JudgedTask(TaskBase):
             "error": redact(outcome.error) if outcome.error else outcome.error,
             "raw_reply": redact(outcome.raw_reply) if outcome.raw_reply else outcome.raw_reply,
             "cached": outcome.cached,
-            "judge": (f"panel:{self._options.panel_rule}" if self._options.panel
-                      else f"{self._settings.backend}:{self._settings.model}"),
+            "judge": self.config.metadata["judge"]["pipeline"],  # a cascade's record names its deciding stage
+            "judge_flags": self._flags(response),
             "response": response,
         }
+
+    def _flags(self, response: str) -> list[str]:
+        """flags.py's flags of a response, and ``media_outside`` when it names media we refused to read."""
+        if generators.generation_failure(response) is not None:  # our own marker, not the model's text
+            return []
+        found = flags.detect(response)
+        if self._judge.name == "vlm" and media_refused(response, self._media_roots()):
+            found.append("media_outside")
+        return found
 
     def _raise_for_transport_failures(self, outcomes: list[Outcome]) -> None:
         failed = [o for o in outcomes if o.transport_failed]
@@ -398,11 +436,12 @@ class JudgedTask(TaskBase):
             self.config.metadata["generator"] = record
 
     def _provenance(self) -> dict[str, Any]:
-        return {"name": self._judge.name, **self._settings.public(),
-                "base_url": public_url(self._settings.base_url) if self._settings.base_url else None,
-                "endpoint": backends.effective_endpoint(self._settings),
-                "cache_dir": self._settings.resolved_cache_dir() if self._settings.cache else None,
-                "prompt_version": prompts.load(self._judge.template).version, **self._run_provenance()}
+        record = {"name": self._judge.name, **self._settings.public(),
+                  "base_url": public_url(self._settings.base_url) if self._settings.base_url else None,
+                  "endpoint": backends.effective_endpoint(self._settings),
+                  "cache_dir": self._settings.resolved_cache_dir() if self._settings.cache else None,
+                  "prompt_version": prompts.load(self._judge.template).version, **self._run_provenance()}
+        return {**record, "pipeline": pipeline_label(record)}
 
     def _run_provenance(self) -> dict[str, Any]:
         """A panel's members (or a cascade's stages), with their full settings."""
@@ -424,7 +463,7 @@ def _judge_named(name: str, task: str | None) -> Judge:
 
 
 def _label(settings: JudgeSettings, taken: list[tuple[str, Any]]) -> str:
-    label = f"{settings.backend}:{settings.model}"
+    label = judge_label(settings)
     names = [name for name, _ in taken]
     return label if label not in names else f"{label}#{len(taken) + 1}"
 

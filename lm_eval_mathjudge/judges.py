@@ -1,16 +1,19 @@
 """The judges: each is a template (request) + a parser (verdict) + metrics.
 
 The backend is chosen by settings, not by the judge, so any judge can run on
-any backend that speaks its contract.
+any backend that speaks its contract. The model's response always reaches the
+judge fenced (``prompts.fence``); a VLM judge's response is attached as media
+only when it names a file inside one of the run's media folders
+(``media.attachable``), and is graded as text otherwise.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from . import parsing, prompts
-from .media import load_media, media_reference
+from .media import attachable, load_media
 from .types import JudgeRequest
 
 JUDGE_FAILED = "judge_failed"
@@ -23,10 +26,11 @@ class Judge:
     parse: Callable[[str], Any]
     metrics: Callable[[Any], dict[str, float]]
     metric_names: tuple[str, ...]  # primary first; judge_failed is added by the harness
-    build: Callable[[prompts.Template, Mapping[str, Any], str], JudgeRequest]
+    build: Callable[[prompts.Template, Mapping[str, Any], str, Sequence[str]], JudgeRequest]
 
-    def request(self, doc: Mapping[str, Any], response: str) -> JudgeRequest:
-        return self.build(prompts.load(self.template), doc, response)
+    def request(self, doc: Mapping[str, Any], response: str, media_dirs: Sequence[str] = ()) -> JudgeRequest:
+        """The judge request for one response; ``media_dirs``: the folders media may be attached from."""
+        return self.build(prompts.load(self.template), doc, response, media_dirs)
 
     def scores(self, verdict: Any | None) -> dict[str, float]:
         """Per-sample metrics; a failed judgement scores 0 everywhere and 1 on judge_failed."""
@@ -39,9 +43,16 @@ class Judge:
         return dict(verdict.__dict__)
 
 
-def _exact_match_request(template: prompts.Template, doc: Mapping[str, Any], response: str) -> JudgeRequest:
+def _fence_values(fenced: prompts.Fence) -> dict[str, str]:
+    return {"begin": fenced.begin, "end": fenced.end, "quote_mark": prompts.QUOTE_MARK}
+
+
+def _exact_match_request(template: prompts.Template, doc: Mapping[str, Any], response: str,
+                         media_dirs: Sequence[str] = ()) -> JudgeRequest:
     fields = {"question": doc["mj_question"], "reference": doc["mj_reference"], "response": response}
-    return JudgeRequest(prompt=template.render(**fields), fields={**fields, "answer": doc["mj_answer"]})
+    fenced = prompts.fence(response, template.name)
+    prompt = template.render(**{**fields, "response": fenced.text}, **_fence_values(fenced))
+    return JudgeRequest(prompt=prompt, fields={**fields, "answer": doc["mj_answer"]})
 
 
 EXACT_MATCH = Judge(
@@ -53,15 +64,23 @@ EXACT_MATCH = Judge(
     build=_exact_match_request,
 )
 
-def _vlm_request(template: prompts.Template, doc: Mapping[str, Any], response: str) -> JudgeRequest:
-    """The protocol's single message: the filled prompt, then the output (text, or media instead)."""
-    prompt = template.render(solution_text=doc["mj_reference"])
+def _vlm_request(template: prompts.Template, doc: Mapping[str, Any], response: str,
+                 media_dirs: Sequence[str] = ()) -> JudgeRequest:
+    """The protocol's single message: the filled prompt, then the output (fenced text, or media instead)."""
     fields = {"question": doc["mj_question"], "reference": doc["mj_reference"], "answer": doc["mj_answer"],
               "response": response}
-    reference = media_reference(response)
-    if reference is not None:  # raises MediaError naming the file: a counted per-sample failure
-        return JudgeRequest(prompt=prompt, media=(load_media(reference),), fields=fields)
-    return JudgeRequest(prompt=prompt, output_text=response, fields=fields)
+    reference = attachable(response, media_dirs)
+    if reference is not None:  # load_media raises MediaError naming the file: a counted per-sample failure
+        media = load_media(reference)
+        # The prompt names a fence either way; for media it comes from the content, never the path.
+        fenced = prompts.fence("", f"{template.name}:{media.sha256}")
+        return JudgeRequest(prompt=_vlm_prompt(template, doc, fenced), media=(media,), fields=fields)
+    fenced = prompts.fence(response, template.name)
+    return JudgeRequest(prompt=_vlm_prompt(template, doc, fenced), output_text=fenced.text, fields=fields)
+
+
+def _vlm_prompt(template: prompts.Template, doc: Mapping[str, Any], fenced: prompts.Fence) -> str:
+    return template.render(solution_text=doc["mj_reference"], **_fence_values(fenced))
 
 
 VLM = Judge(

@@ -6,10 +6,20 @@ A response is a media reference when its whole text is one of
   (a path containing spaces counts only if the file exists: otherwise it is prose);
 * a ``data:<mime>;base64,...`` URL of one of those types.
 
-An ``http(s)://`` URL ending in a media extension is recognised too, so that it
-fails with a clear message instead of being judged as text: it is not fetched.
+An ``http(s)://`` URL ending in a media extension is recognised too (and never
+fetched: ``load_media`` refuses it).
 
-Anything else is judged as text. A reference that cannot be sent raises
+Anything else is judged as text. A media reference is attached only from where
+media belong (``attachable``): a data URL carries its own bytes; a local path
+or ``file://`` URL only when its real location (``..`` and symlinks resolved)
+is inside one of the run's media folders: the generator's ``media_dir``, the
+``mathjudge-media`` folder, the folders of ``judge_media_dirs``. Any other path,
+and any remote URL, is graded as text and never read (``refused`` says so, for
+the sample's flags): a text model must not be able to make the harness send a
+local file to the judge.
+
+A reference inside a media folder that cannot be sent (missing, unreadable,
+empty, too large, or bytes that are not what the name says) raises
 ``MediaError`` naming the file: the sample counts as a judge failure, the rest
 of the run goes on, and nothing is sent. Missing, unreadable, empty or too large
 files fail as ``media``; bytes that fail the format check fail as ``bad_media``:
@@ -28,7 +38,7 @@ import binascii
 import hashlib
 import os
 import re
-from typing import BinaryIO, Callable
+from typing import BinaryIO, Callable, Sequence
 from urllib.parse import unquote, urlsplit
 
 from .errors import MediaError
@@ -61,14 +71,47 @@ def media_reference(response: str) -> str | None:
     return text
 
 
+def attachable(response: str, roots: Sequence[str]) -> str | None:
+    """The media reference to attach, or None: the response is then graded as text, and nothing is read."""
+    reference = media_reference(response)
+    if reference is None or reference.startswith("data:"):
+        return reference
+    path = local_path(reference)
+    if path is None:  # a remote URL
+        return None
+    real = os.path.realpath(path)
+    return reference if any(inside(os.path.realpath(root), real) for root in roots) else None
+
+
+def refused(response: str, roots: Sequence[str]) -> bool:
+    """The response names media, but not from where media belong (``attachable``)."""
+    return media_reference(response) is not None and attachable(response, roots) is None
+
+
+def inside(root: str, path: str) -> bool:
+    """``path`` is ``root`` or below it (both already resolved)."""
+    try:
+        return os.path.commonpath([root, path]) == root
+    except ValueError:  # different drives, or one relative and one absolute
+        return False
+
+
+def local_path(reference: str) -> str | None:
+    """The absolute local path a reference names; None for a remote URL."""
+    if re.match(r"^[a-z][a-z0-9+.-]*://", reference, re.I) and not reference.startswith("file://"):
+        return None
+    path = unquote(urlsplit(reference).path) if reference.startswith("file://") else reference
+    return os.path.abspath(os.path.expanduser(path))
+
+
 def load_media(reference: str) -> Media:
     if reference.startswith("data:"):
         return _from_data_url(reference)
-    if re.match(r"^[a-z][a-z0-9+.-]*://", reference, re.I) and not reference.startswith("file://"):
+    path = local_path(reference)
+    if path is None:
         raise MediaError(f"{reference}: remote media are not fetched (judging must not depend on a third "
                          "server); download the file and give its local path")
-    path = unquote(urlsplit(reference).path) if reference.startswith("file://") else reference
-    return _from_file(os.path.abspath(os.path.expanduser(path)))
+    return _from_file(path)
 
 
 def _from_data_url(url: str) -> Media:

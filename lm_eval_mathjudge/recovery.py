@@ -10,7 +10,9 @@ ASCII-escaped JSON (a lone surrogate round-trips as ``\\ud800``), to a
 temporary file that is fsynced and then renamed, so the file is either
 complete or absent. The folder is 0700 and the file 0600. When the disk under
 the cache folder is full (or failing), the file goes to a new private folder
-under the system's temporary folder instead, and the message says where.
+under the system's temporary folder instead, and the message says where. A task
+whose responses are media records the folders they were made in (``media_dirs``),
+so the replay attaches them again (a VLM judge reads media only from there).
 """
 
 from __future__ import annotations
@@ -59,18 +61,23 @@ def keep_generations(cache_dir: str) -> str:
 
 
 def _live_rows():
+    from .generators import media_dirs
+
     for task in list(_LIVE):
+        folders = media_dirs(task.config.task)
         for inst in getattr(task, "_instances", None) or []:
             if inst.resps and isinstance(inst.resps[0], str):
-                yield task.config.task, inst.doc_id, inst.doc, inst.resps[0]
+                yield task.config.task, inst.doc_id, inst.doc, inst.resps[0], folders
 
 
-def save_generations(cache_dir: str, rows: Iterable[tuple[str, int, dict, str]]) -> str:
-    """Write (task, doc_id, doc, response) rows to a new replay file under the cache folder, atomically."""
+def save_generations(cache_dir: str, rows: Iterable[tuple]) -> str:
+    """Write (task, doc_id, doc, response[, media folders]) rows to a new replay file under the cache
+    folder, atomically."""
     from .replay import question_of
 
-    lines = [json.dumps({"task": task, "doc_id": doc_id, "question": question_of(doc), "response": response},
-                        ensure_ascii=True, default=str) + "\n" for task, doc_id, doc, response in rows]
+    lines = [json.dumps({"task": task, "doc_id": doc_id, "question": question_of(doc), "response": response,
+                         **({"media_dirs": list(more[0])} if more and more[0] else {})},
+                        ensure_ascii=True, default=str) + "\n" for task, doc_id, doc, response, *more in rows]
     name = f"generations-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{time.time_ns() % 10**9:09d}.jsonl"
     folder = os.path.join(cache_dir, GENERATIONS_DIR)
     try:

@@ -20,6 +20,10 @@ lines, unless both give the same response (then it counts once). Every
 malformed line is a ``ConfigError`` naming ``FILE:LINE`` and what to fix;
 requests with no recording are an error that says how many and which, rather
 than silently empty answers.
+
+A record may name the folders its media response was made in (``media_dirs``,
+as the saved generations of an image or video run do): the replay records them
+as the task's media folders, so the VLM judge attaches those files again.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from lm_eval.api.model import LM
 from . import compat
 from ._startup import REPLAY_MODEL
 from .errors import ConfigError
+from .generators import record_provenance
 
 _QUESTION_KEYS = ("question", "problem", "Question", "Problem", "mj_question")
 _SHAPES = ('one JSON object per line: {"question": "...", "response": "..."}, {"doc_id": 0, "response": "..."} '
@@ -58,6 +63,7 @@ class ReplayLM(LM):
         self._by_question: dict[tuple[str | None, str], dict[int | None, _Recorded]] = {}
         self._any_task: dict[str, dict[int | None, _Recorded]] = {}  # question -> the first records of any task
         self._by_doc_id: dict[tuple[str | None, int], _Recorded] = {}  # records without a question
+        self._media_dirs: dict[str | None, list[str]] = {}  # task (None: any) -> folders of its media
         for number, row in _rows(path):
             self._add(row, number)
         if not (self._by_question or self._by_doc_id):
@@ -78,6 +84,10 @@ class ReplayLM(LM):
         if doc_id is not None and (isinstance(doc_id, bool) or not isinstance(doc_id, int) or doc_id < 0):
             raise ConfigError(f"{where}: 'doc_id' must be a whole number, 0 or more (the doc's index in the task), "
                               f"not {doc_id!r}")
+        folders = row.get("media_dirs")
+        if isinstance(folders, list):
+            known = self._media_dirs.setdefault(task, [])
+            known.extend(f for f in folders if isinstance(f, str) and f and f not in known)
         doc = row.get("doc")
         question = question_of(doc) if isinstance(doc, dict) else _question_field(row, where)  # a samples doc as is
         recorded = _Recorded(response, number)
@@ -109,6 +119,10 @@ class ReplayLM(LM):
             if found is None:
                 missing.append(f"{request.task_name}:{request.doc_id}")
             answers.append(found or "")
+        for task in dict.fromkeys(r.task_name for r in requests):
+            folders = list(dict.fromkeys([*self._media_dirs.get(task, []), *self._media_dirs.get(None, [])]))
+            if folders:
+                record_provenance(task, {"adapter": REPLAY_MODEL, "path": self._path, "media_dirs": folders})
         if missing:
             raise ConfigError(f"{len(missing)} of {len(answers)} requests have no recorded response in {self._path} "
                               f"({', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}); "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -93,6 +94,16 @@ def boxed(text: str) -> str | None:
         if depth == 0:
             return text[begin:i].strip()
     return None
+
+
+_FENCE = re.compile(r"^<<<BEGIN ANSWER (?P<token>[A-Z]+)>>>\n(?P<answer>.*?)\n<<<END ANSWER (?P=token)>>>$", re.S | re.M)
+
+
+def fenced(text: str) -> str:
+    """The model's answer as a judge prompt carries it: the text between the fence lines."""
+    match = _FENCE.search(text)
+    assert match, "no fenced answer in the judge prompt"
+    return match["answer"]
 
 
 def exact_match_judge(body: dict) -> str:

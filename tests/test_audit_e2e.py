@@ -262,7 +262,7 @@ def test_a_cascade_is_audited_with_what_its_rule_stage_credits(scenario):
     _check(report, items, cascade)
     assert set(answered["gullible-judge"]) == {_key(i) for i in items if not local[_key(i)]}
     assert not answered["credulous-judge"]
-    assert report["overall"]["judges"] == ["cascade(local:math-verify -> openai:gullible-judge)"]
+    assert report["overall"]["judges"] == ["cascade(local:math-verify → openai:gullible-judge)"]
 
 
 # ------------------------------------------------------------------------------------------ batch mode

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED_DATA, read_jsonl
-from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, LM_EVAL, Run, run_lm_eval
+from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, LM_EVAL, Run, fenced, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 from tests.loopback.openai_batch_server import OpenAIBatchServer
 
@@ -34,7 +34,7 @@ def final_number_judge(body: dict) -> str:
     """Grades like a careful judge: the student's last number against the reference's final answer."""
     prompt = body["messages"][-1]["content"]
     reference = prompt.split("### Reference solution", 1)[1].split("### Student's solution", 1)[0]
-    student = prompt.split("### Student's solution", 1)[1].split("### How to grade", 1)[0]
+    student = fenced(prompt)
     gold = reference.strip().splitlines()[-1].split(":")[-1].strip().replace(",", "")
     numbers = re.findall(r"-?\d[\d,]*\.?\d*", student.strip().splitlines()[-1])
     answer = numbers[-1].replace(",", "").rstrip(".") if numbers else None

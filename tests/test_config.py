@@ -5,6 +5,7 @@ Every call passes ``environ=`` explicitly: the real process environment is never
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -303,3 +304,64 @@ def test_unknown_mathjudge_variables_are_errors():
 def test_the_vlm_judge_cannot_run_locally():
     with pytest.raises(ConfigError, match="cannot run on the local backend"):
         resolve_settings("vlm", None, {"judge_backend": "local"}, environ={})
+
+
+# ---------------------------------------------------------------------- media folders and labels
+@pytest.mark.parametrize("layer", ["metadata-list", "metadata-json-string", "env-pathsep", "yaml"])
+def test_media_dirs_come_from_every_layer_resolved(tmp_path, layer):
+    import os
+
+    from lm_eval_mathjudge.config import resolve_run_options
+
+    one, two = tmp_path / "a", tmp_path / "b"
+    one.mkdir()
+    two.mkdir()
+    (tmp_path / "link").symlink_to(two)
+    given = [str(one), str(tmp_path / "link")]
+    yaml, metadata, environ = None, {}, {}
+    if layer == "metadata-list":
+        metadata = {"vlm_judge_media_dirs": given}
+    elif layer == "metadata-json-string":
+        metadata = {"judge_media_dirs": json.dumps(given)}
+    elif layer == "env-pathsep":
+        environ = {"MATHJUDGE_VLM_MEDIA_DIRS": os.pathsep.join(given)}
+    else:
+        yaml = {"media_dirs": given}
+    options = resolve_run_options("vlm", yaml, metadata, environ)
+    assert options.media_dirs == (os.path.realpath(one), os.path.realpath(two))  # symlinks resolved
+    assert resolve_settings("vlm", yaml, metadata, environ).backend == "gemini"  # not a judge setting
+
+
+@pytest.mark.parametrize("value, message", [
+    ("/no/such/folder", "names '/no/such/folder', which is not a folder"),
+    ([1, 2], "must be a list of folders"),
+    ("[not json", "must be a list of folders"),
+])
+def test_bad_media_dirs_are_refused_before_anything_runs(value, message):
+    from lm_eval_mathjudge.config import resolve_run_options
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        resolve_run_options("vlm", None, {"judge_media_dirs": value}, {})
+
+
+@pytest.mark.parametrize("judge, label", [
+    ({"backend": "openai", "model": "gpt-4o"}, "openai:gpt-4o"),
+    ({"backend": "openai", "model": "m", "cascade": {"rule": {"backend": "local", "model": "math-verify"},
+                                                    "llm": {"backend": "openai", "model": "m"}}},
+     "cascade(local:math-verify → openai:m)"),
+    ({"backend": "openai", "model": "m", "panel": {"rule": "majority", "min": 2, "members": [
+        {"backend": "local", "model": "math-verify"}, {"backend": "openai", "model": "a"},
+        {"backend": "gemini", "model": "b"}]}}, "panel(majority: local:math-verify, openai:a, gemini:b)"),
+    ({"backend": "openai", "model": "m", "panel": {"rule": "majority", "min": 1, "members": [
+        {"backend": "openai", "model": "a"}, {"backend": "openai", "model": "b"}, {"backend": "openai", "model": "c"}]}},
+     "panel(majority, min 1: openai:a, openai:b, openai:c)"),
+    ({"backend": "openai", "model": "m", "panel": {"rule": "unanimous", "min": 2, "members": [
+        {"backend": "openai", "model": "a"}, {"backend": "openai", "model": "b"}]}},
+     "panel(unanimous: openai:a, openai:b)"),
+])
+def test_the_pipeline_label_names_every_judge_of_the_pipeline(judge, label):
+    from lm_eval_mathjudge.config import judge_label, pipeline_label
+
+    assert pipeline_label(judge) == label
+    assert judge_label(JudgeSettings(backend="azure", model="dep")) == "azure:dep" == judge_label(
+        {"backend": "azure", "model": "dep"})

@@ -136,7 +136,9 @@ def _media_run(tmp_path):
     with GeminiServer(_media_judge) as judge:
         run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={recorded}",
                            "--tasks", "gsm8k_vlmjudge", "--log_samples",
-                           "--metadata", json.dumps({"vlm_judge_base_url": judge.url})],
+                           # replayed paths come from no generator: the folder is named as a media folder
+                           "--metadata", json.dumps({"vlm_judge_base_url": judge.url,
+                                                     "judge_media_dirs": [str(tmp_path)]})],
                           {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
                            "GEMINI_API_KEY": GEMINI_CANARY}, tmp_path / "out")
         assert run.returncode == 0, run.stderr[-4000:]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import json
+import os
 
 import pytest
 
@@ -22,7 +24,7 @@ from tests import media_fixtures as fx
     pytest.param("x = 5\n\\boxed{5}", False, id="ordinary-solution"),
     pytest.param("/runs/model/answer.txt", False, id="not-a-media-extension"),
     pytest.param("data:text/plain;base64,aGk=", True, id="data-url-of-any-type-is-still-a-reference"),
-    pytest.param("https://cdn.example.com/run/q1.mp4", True, id="remote-url-recognised-to-fail-clearly"),
+    pytest.param("https://cdn.example.com/run/q1.mp4", True, id="remote-url-recognised-never-fetched"),
 ])
 def test_media_reference(response, is_reference):
     assert (media.media_reference(response) is not None) is is_reference
@@ -110,13 +112,113 @@ def _doc():
     return {"mj_question": "q", "mj_reference": r"We get $\frac{1}{2}$, so {{x}} = 1/2.", "mj_answer": "1/2"}
 
 
-def test_vlm_request_for_text_keeps_latex_braces_and_sends_the_output_separately():
+def test_vlm_request_for_text_keeps_latex_braces_and_sends_the_output_fenced():
     request = VLM.request(_doc(), "x = 0.5, so \\boxed{1/2}")
     assert r"We get $\frac{1}{2}$, so {{x}} = 1/2." in request.prompt
-    assert request.output_text == "x = 0.5, so \\boxed{1/2}" and request.media == ()
+    begin, body, end = request.output_text.split("\n")
+    assert body == "x = 0.5, so \\boxed{1/2}" and request.media == ()
+    assert begin.startswith("<<<BEGIN ANSWER ") and end == begin.replace("BEGIN", "END")
+    assert f"the line {begin} and the line {end}" in request.prompt  # the prompt names this request's fence
 
 
 def test_vlm_request_for_media_attaches_it_instead_of_text(tmp_path):
     (tmp_path / "solution.mp4").write_bytes(fx.mp4())
-    request = VLM.request(_doc(), str(tmp_path / "solution.mp4"))
+    request = VLM.request(_doc(), str(tmp_path / "solution.mp4"), media_dirs=[str(tmp_path)])
     assert request.output_text is None and [m.mime_type for m in request.media] == ["video/mp4"]
+
+
+def test_a_media_request_keys_by_content_not_path(tmp_path):
+    """The prompt's fence comes from the media's hash: the same file in another folder renders the same prompt."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "s.png").write_bytes(fx.png())
+    one, two = (VLM.request(_doc(), str(tmp_path / n / "s.png"), media_dirs=[str(tmp_path)]) for n in ("a", "b"))
+    assert one.prompt == two.prompt and one.media[0].sha256 == two.media[0].sha256
+
+
+def _media_folders(tmp_path):
+    """A media folder with an image, a symlink out of it, and an image and a secret outside it."""
+    folder, outside = tmp_path / "media", tmp_path / "elsewhere"
+    folder.mkdir()
+    outside.mkdir()
+    (folder / "ok.png").write_bytes(fx.png())
+    (outside / "secret.png").write_bytes(fx.png(rgb=(1, 2, 3)))
+    (folder / "escape.png").symlink_to(outside / "secret.png")
+    (folder / "inner.png").symlink_to(folder / "ok.png")
+    return folder, outside
+
+
+@pytest.mark.parametrize("response, attached", [
+    pytest.param("{folder}/ok.png", True, id="inside"),
+    pytest.param("file://{folder}/ok.png", True, id="file-url-inside"),
+    pytest.param("<{folder}/ok.png>", True, id="angle-brackets-inside"),
+    pytest.param("{folder}/inner.png", True, id="symlink-staying-inside"),
+    pytest.param("data:image/png;base64,iVBORw0KGgo=", True, id="data-url-carries-its-own-bytes"),
+    pytest.param("{outside}/secret.png", False, id="plain-path-outside"),
+    pytest.param("file://{outside}/secret.png", False, id="file-url-outside"),
+    pytest.param("<{outside}/secret.png>", False, id="angle-brackets-outside"),
+    pytest.param("{folder}/../elsewhere/secret.png", False, id="dot-dot-out-of-the-folder"),
+    pytest.param("{folder}/escape.png", False, id="symlink-escaping-the-folder"),
+    pytest.param("elsewhere/secret.png", False, id="relative-path-outside"),
+    pytest.param("{folder}x/ok.png", False, id="sibling-folder-sharing-the-prefix"),
+    pytest.param("https://cdn.example.com/run/q1.png", False, id="remote-url"),
+    pytest.param("/etc/hostname.png", False, id="system-path"),
+])
+def test_media_is_attached_only_from_the_media_folders(tmp_path, monkeypatch, response, attached):
+    folder, outside = _media_folders(tmp_path)
+    (tmp_path / "mediax").mkdir()
+    (tmp_path / "mediax" / "ok.png").write_bytes(fx.png())
+    monkeypatch.chdir(tmp_path)
+    text = response.format(folder=folder, outside=outside)
+    assert (media.attachable(text, [str(folder)]) is not None) is attached
+    assert media.refused(text, [str(folder)]) is (not attached)
+    request = VLM.request(_doc(), text, media_dirs=[str(folder)])
+    assert bool(request.media) is attached
+    if not attached:  # graded as text, fenced like any other answer
+        assert text.strip() in request.output_text and request.media == ()
+
+
+def test_without_media_folders_no_path_is_ever_read(tmp_path, monkeypatch):
+    folder, _ = _media_folders(tmp_path)
+    opened = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda path, *a, **k: opened.append(path) or real_open(path, *a, **k))
+    request = VLM.request(_doc(), str(folder / "ok.png"))  # no folders given: a text model's answer
+    assert request.media == () and not any(str(folder) in str(p) for p in opened)
+
+
+def test_saved_generations_and_their_replay_keep_the_media_folders(tmp_path):
+    """A media run whose judging failed is resumed by replay: its files must still be attached."""
+    from lm_eval_mathjudge import generators
+    from lm_eval_mathjudge.recovery import save_generations
+    from lm_eval_mathjudge.replay import ReplayLM
+    from tests._helpers import Req
+
+    folder = tmp_path / "media"
+    folder.mkdir()
+    (folder / "0.png").write_bytes(fx.png())
+    task = "gsm8k_vlmjudge_replay_test"
+    saved = save_generations(str(tmp_path / "cache"), [(task, 0, {"question": "What is 2+2?"}, str(folder / "0.png"),
+                                                        (str(folder),)),
+                                                       (task, 1, {"question": "What is 3+3?"}, "6", ())])
+    rows = [json.loads(line) for line in open(saved, encoding="utf-8")]
+    assert rows[0]["media_dirs"] == [str(folder)] and "media_dirs" not in rows[1]
+    answers = ReplayLM(path=saved).generate_until([Req("What is 2+2?", task_name=task),
+                                                   Req("What is 3+3?", task_name=task, doc_id=1)])
+    assert answers == [str(folder / "0.png"), "6"]
+    assert generators.media_dirs(task) == (os.path.realpath(folder),)
+    assert VLM.request(_doc(), answers[0], generators.media_dirs(task)).media  # attached again
+
+
+def test_rejudge_takes_the_media_folders_of_the_original_run(tmp_path):
+    from lm_eval_mathjudge.reports.rejudge import read_source
+
+    folder = tmp_path / "renders"
+    folder.mkdir()
+    stamp = "2026-01-01T00-00-00.000000"
+    (tmp_path / f"results_{stamp}.json").write_text(json.dumps({
+        "results": {"gsm8k_vlmjudge": {}}, "model_name": "veo",
+        "configs": {"gsm8k_vlmjudge": {"metadata": {"generator": {"adapter": "mathjudge-media", "dir": str(folder)}}}}}))
+    samples = tmp_path / f"samples_gsm8k_vlmjudge_{stamp}.jsonl"
+    samples.write_text(json.dumps({"doc_id": 0, "doc": {"question": "q"}, "resps": [[str(folder / "0.png")]]}) + "\n")
+    assert read_source(str(samples)).media_dirs == (os.path.realpath(folder),)

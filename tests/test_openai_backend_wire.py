@@ -307,7 +307,8 @@ def test_vlm_judge_sends_images_as_image_parts_and_refuses_video(server, tmp_pat
     (tmp_path / "a.png").write_bytes(fx.png())
     (tmp_path / "b.mp4").write_bytes(fx.mp4())
     doc = {"mj_question": "q", "mj_reference": "x = 5", "mj_answer": "5"}
-    requests = [VLM.request(doc, str(tmp_path / "a.png")), VLM.request(doc, str(tmp_path / "b.mp4")),
+    folders = [str(tmp_path)]  # where the media were made: only there are they attached from
+    requests = [VLM.request(doc, str(tmp_path / "a.png"), folders), VLM.request(doc, str(tmp_path / "b.mp4"), folders),
                 VLM.request(doc, "x = 5, so \\boxed{5}")]
     backend, client = _vlm_client(server)
     try:
@@ -322,7 +323,8 @@ def test_vlm_judge_sends_images_as_image_parts_and_refuses_video(server, tmp_pat
     assert len(image_parts) == 1
     assert image_parts[0]["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
     text_parts = [b["messages"][0]["content"] for b in bodies if all(p["type"] == "text" for p in b["messages"][0]["content"])]
-    assert text_parts and text_parts[0][1]["text"] == "x = 5, so \\boxed{5}"
+    assert text_parts and text_parts[0][1]["text"] == requests[2].output_text  # the fenced answer, as its own part
+    assert text_parts[0][1]["text"].split("\n")[1] == "x = 5, so \\boxed{5}"
 
 
 def test_azure_backend_uses_the_deployment_route_and_its_own_key(server, monkeypatch):

@@ -21,6 +21,7 @@ from tests.loopback import ChatCompletionsServer
 
 N = 16
 TASK = "gsm8k_gpt4em"
+PANEL_LABEL = "panel(majority: local:math-verify, openai:judge-yes, openai:judge-even)"
 
 
 def _replayed():
@@ -87,7 +88,7 @@ def test_panel_majority_keeps_every_member_verdict_and_reports_agreement(replaye
         members = record["panel"]
         assert [m["judge"] for m in members] == ["local:math-verify", "openai:judge-yes", "openai:judge-even"]
         assert [m["verdict"]["correct"] for m in members] == votes[doc]
-        assert record["verdict"]["correct"] is expected[doc] and record["judge"] == "panel:majority"
+        assert record["verdict"]["correct"] is expected[doc] and record["judge"] == PANEL_LABEL
         assert record["_sample"]["gpt4_exact_match"] == float(expected[doc])
 
     results = run.results()
@@ -95,6 +96,7 @@ def test_panel_majority_keeps_every_member_verdict_and_reports_agreement(replaye
     assert metrics["gpt4_exact_match,none"] == pytest.approx(sum(expected.values()) / N)
     assert metrics["judge_failed,none"] == 0
     judge_meta = results["configs"][TASK]["metadata"]["judge"]
+    assert judge_meta["pipeline"] == PANEL_LABEL  # the label the reports show
     assert judge_meta["panel"]["rule"] == "majority" and judge_meta["panel"]["min"] == 2
     assert [m["model"] for m in judge_meta["panel"]["members"]] == ["math-verify", "judge-yes", "judge-even"]
     report = judge_meta["run"]["panel"]["agreement"]["correct"]
@@ -200,6 +202,7 @@ def test_cascade_sends_only_rejected_samples_to_the_llm_judge(replayed, scenario
     metrics = results["results"][TASK]
     assert metrics["cascade_exact_match,none"] == pytest.approx(sum(expected.values()) / N)
     assert "gpt4_exact_match,none" not in metrics and metrics["judge_failed,none"] == 0
+    assert results["configs"][TASK]["metadata"]["judge"]["pipeline"] == "cascade(local:math-verify → openai:judge-even)"
     summary = results["configs"][TASK]["metadata"]["judge"]["run"]["cascade"]
     assert summary["decided_by_rule"] == sum(labels.values()) == summary["llm_requests_saved"]
     assert summary["decided_by_llm"] == len(rejected) == summary["llm"]["judge_calls"]

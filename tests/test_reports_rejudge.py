@@ -21,7 +21,7 @@ from lm_eval.utils import get_file_task_name, get_results_filenames, get_sample_
 
 from lm_eval_mathjudge.__main__ import main
 from tests.conftest import SHARED_DATA, read_jsonl
-from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, run_together
+from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, fenced, run_together
 from tests.loopback import ChatCompletionsServer
 from tests.reports_fixtures import BUILTIN_LIMIT, three_runs
 
@@ -39,7 +39,7 @@ def tolerant_judge(body: dict) -> str:
     """A second judge that accepts a final answer within 1 of the reference (an off-by-one-tolerant grader)."""
     prompt = body["messages"][-1]["content"]
     reference = prompt.split("### Reference solution", 1)[1].split("### Student's solution", 1)[0]
-    student = prompt.split("### Student's solution", 1)[1].split("### How to grade", 1)[0]
+    student = fenced(prompt)
     gold = float(reference.strip().splitlines()[-1].split(":")[-1].replace(",", ""))
     answer = _final_number(student)
     ok = answer is not None and abs(answer - gold) <= 1

@@ -57,7 +57,8 @@ def test_a_second_result_of_one_model_and_task_judged_differently_is_not_a_rerun
     _results(tmp_path / "m" / "results_2026-01-01T00-00-00.json", "m", date=1.0)
     _results(tmp_path / "m" / "results_2026-01-02T00-00-00.json", "m", date=2.0, prompt="exact_match@new")
     with pytest.raises(ReportError, match=r"m has two results for gsm8k_gpt4em judged differently \(local:math-verify "
-                                          r"@ exact_match@abc in .*\); pass only one of them"):
+                                          r"@ exact_match@abc in .*\); neither replaces the other, since they are different "
+                                          r"measurements: pass only one of them"):
         load_runs([str(tmp_path)])
 
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 import sys
 from typing import Any, Sequence
 
+from ..config import pipeline_label
 from .battery import Item, build, load
 from .score import Row, breaches, summarise, table
 
-__all__ = ["Item", "audit_tasks", "breaches", "build", "in_run", "load", "pipeline_label", "table"]
+__all__ = ["Item", "audit_tasks", "breaches", "build", "in_run", "load", "table"]
 
 _DONE: dict[str, dict[str, Any]] = {}  # judge key -> the record of the audit made for it in this process
 
@@ -101,17 +102,6 @@ def pending_pairs(task: Any, key: str) -> list[tuple[Any, str]]:
         return []
     items = build(task.config.task, list(task.eval_docs), task.options.audit_limit)
     return [(item.doc, item.response) for item in items]
-
-
-def pipeline_label(judge: dict[str, Any]) -> str:
-    """A short name of the judge pipeline from a task's ``metadata.judge``."""
-    def one(settings: dict[str, Any]) -> str:
-        return f"{settings['backend']}:{settings['model']}"
-    if "panel" in judge:
-        return f"panel({judge['panel']['rule']}: {', '.join(one(m) for m in judge['panel']['members'])})"
-    if "cascade" in judge:
-        return f"cascade({one(judge['cascade']['rule'])} -> {one(judge['cascade']['llm'])})"
-    return one(judge)
 
 
 def _detail(row: Row, judge: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ without calling the judge.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from typing import Any
@@ -53,3 +54,15 @@ def provenance(task: str) -> dict[str, Any] | None:
     with _lock:
         record = _PROVENANCE.get(task)
     return None if record is None else dict(record)
+
+
+def media_dirs(task: str) -> tuple[str, ...]:
+    """The folders a task's media were made in or read from (none when a text model answered): the
+    only places a VLM judge attaches media from, besides the judge_media_dirs setting."""
+    return media_folders(provenance(task) or {})
+
+
+def media_folders(record: dict[str, Any]) -> tuple[str, ...]:
+    """The media folders a generator record names (as ``provenance`` gives it, or a results file keeps it)."""
+    found = [record.get("media_dir"), record.get("dir"), *(record.get("media_dirs") or ())]
+    return tuple(os.path.realpath(d) for d in found if isinstance(d, str) and d)

@@ -22,6 +22,7 @@ from typing import Any
 from lm_eval.api.model import LM
 
 from ..errors import ConfigError
+from ..media import inside as _inside
 from . import failure_marker, record_provenance
 
 ADAPTER = "mathjudge-media"
@@ -117,10 +118,6 @@ class PregeneratedMediaLM(LM):
         raise ConfigError(f"{ADAPTER} answers with media files; it has no log-likelihoods")
 
     loglikelihood_rolling = loglikelihood
-
-
-def _inside(root: str, path: str) -> bool:
-    return os.path.commonpath([root, path]) == root
 
 
 def _json(line: str, path: str, number: int) -> dict:

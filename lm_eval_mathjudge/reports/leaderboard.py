@@ -1,11 +1,13 @@
 """The leaderboard: models x tasks x metrics with 95% intervals and a paired test against the top.
 
-Per task, models are ranked by the primary metric (``gpt4_exact_match`` or
-``final_correct``); for every metric, each model is compared with the best model on
-that task and metric, doc by doc (exact McNemar, paired-bootstrap interval of the
-difference). Cells judged differently (judge backend/model, prompt version, doc set)
-are refused side by side unless ``allow_mixed``, because their gap would measure the
-judges as much as the models.
+Per task, models are ranked by the primary metric (``gpt4_exact_match``,
+``cascade_exact_match`` or ``final_correct``); for every metric, each model is compared
+with the best model on that task and metric, doc by doc (exact McNemar,
+paired-bootstrap interval of the difference). Cells judged differently (the judging
+pipeline: one judge, a cascade or a panel and its members; the prompt version; the
+doc set; the primary metric) are refused side by side unless ``allow_mixed``, because
+their gap would measure the judges as much as the models. Under ``allow_mixed`` each
+model is ranked by its own primary metric, and a note says which metrics were mixed.
 
 A row's value, n and interval come from one source: the samples when the samples
 file is there, readable and complete (``runs.checked_samples``); otherwise the
@@ -23,7 +25,8 @@ from dataclasses import asdict, dataclass
 
 from . import stats
 from .paired import compare
-from .runs import ReportError, Run, Sample, TaskResult, checked_samples, doc_set_id, metric_label, primary_metric
+from .runs import ReportError, Run, Sample, TaskResult, checked_samples, doc_set_id, metric_label, pipeline,
+                   primary_metric
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula (CSV injection)
 CSV_COLUMNS = ("model", "task", "metric", "n", "value", "ci_low", "ci_high", "ci_method", "p_value",
@@ -83,15 +86,16 @@ def build(runs: list[Run], allow_mixed: bool = False, iters: int = stats.BOOTSTR
 def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool, iters: int, seed: int):
     checked = {model: (None, None) if r.is_group else checked_samples(r) for model, r in cells}
     samples = {model: found for model, (found, _) in checked.items()}
-    prov = {model: _provenance(r, samples[model]) for model, r in cells}
+    headline = {model: primary_metric(list(r.metrics)) for model, r in cells}  # each cell's own primary metric
+    prov = {model: (*_provenance(r, samples[model]), metric_label(headline[model])) for model, r in cells}
     notes = [_mixed(task, prov, allow_mixed)]
     notes += [f"{model} on {task}: no samples file, so no paired test (run lm_eval with --log_samples)"
               for model, r in cells if r.samples_path is None and not r.is_group]
     notes += [f"{model} on {task}: {why}" for model, (_, why) in checked.items() if why]
+    notes += [_flagged(task, model, r, headline[model]) for model, r in cells]
     metrics = list(dict.fromkeys(m for _, r in cells for m in r.metrics))
-    primary = primary_metric(metrics)
-    metrics.remove(primary)
-    metrics.insert(0, primary)
+    primaries = list(dict.fromkeys(headline[model] for model, _ in cells))
+    metrics = [*primaries, *(m for m in metrics if m not in primaries)]
     measured = {(model, metric): _measure(r, metric, samples[model]) for model, r in cells for metric in r.metrics}
 
     def order(cell: tuple[str, TaskResult], metric: str) -> float:  # ranked by the value the row shows
@@ -100,7 +104,7 @@ def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool
             return math.inf
         return -value if cell[1].higher_is_better.get(metric, True) else value
 
-    ranked = sorted(cells, key=lambda c: order(c, primary))
+    ranked = sorted(cells, key=lambda c: order(c, headline[c[0]]))
     rank = {model: i + 1 for i, (model, _) in enumerate(ranked)}
     rows = []
     for metric in metrics:
@@ -108,17 +112,27 @@ def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool
         top_model, _ = min(have, key=lambda c: order(c, metric))
         for model, result in have:
             rows.append(_row(task, metric, model, measured[(model, metric)], samples[model], top_model,
-                             samples[top_model], rank[model], prov[model], metric == primary, iters, seed))
+                             samples[top_model], rank[model], prov[model], metric == headline[model], iters, seed))
     return rows, [n for n in notes if n]
 
 
+def _flagged(task: str, model: str, result: TaskResult, metric: str) -> str | None:
+    """A note when answers addressed the judge (the results' ``metadata.judge.flags``), and what they scored."""
+    found = result.judge.get("flags")
+    if not isinstance(found, dict) or not found.get("flagged"):
+        return None
+    kinds = ", ".join(f"{k}: {v.get('samples')}" for k, v in (found.get("by_flag") or {}).items())
+    score = (found.get("scores") or {}).get(metric.partition(",")[0])
+    scored = f"; they scored {score:.3f} on {metric_label(metric)}" if isinstance(score, (int, float)) else ""
+    return (f"{model} on {task}: {found['flagged']} of {found.get('samples')} answers are flagged as addressing "
+            f"the judge ({kinds}){scored}")
+
+
 def _provenance(result: TaskResult, samples: list[Sample] | None) -> tuple[str, str, str, tuple]:
-    """(judge, prompt version, data as shown, data as compared: data set, n, doc set or None)."""
-    judge = result.judge
-    name = f"{judge['backend']}:{judge['model']}" if judge.get("backend") else "lm-eval metric (no judge)"
+    """(pipeline, prompt version, data as shown, data as compared: data set, n, doc set or None)."""
     data = f"{result.data}, {len(samples)} docs #{doc_set_id(samples)}" if samples else f"{result.data}, n={result.n}"
     key = (result.data, len(samples), doc_set_id(samples)) if samples else (result.data, result.n, None)
-    return name, str(judge.get("prompt_version") or "-"), data, key
+    return pipeline(result), str(result.judge.get("prompt_version") or "-"), data, key
 
 
 def _same_docs(keys: list[tuple]) -> bool:
@@ -126,9 +140,10 @@ def _same_docs(keys: list[tuple]) -> bool:
     return len({k[:2] for k in keys}) == 1 and len({k[2] for k in keys if k[2] is not None}) <= 1
 
 
-def _mixed(task: str, prov: dict[str, tuple[str, str, str, tuple]], allow_mixed: bool) -> str | None:
+def _mixed(task: str, prov: dict[str, tuple], allow_mixed: bool) -> str | None:
+    """(pipeline, prompt version, data, data key, primary metric) per model: a note, or a refusal, when they differ."""
     reasons = []
-    for i, what in enumerate(("judge", "prompt version", "data (doc set)")):
+    for i, what in ((0, "judge"), (1, "prompt version"), (2, "data (doc set)"), (4, "primary metric")):
         values: dict[str, list[str]] = {}
         for model, p in prov.items():
             values.setdefault(p[i], []).append(model)
@@ -142,7 +157,8 @@ def _mixed(task: str, prov: dict[str, tuple[str, str, str, tuple]], allow_mixed:
     if not allow_mixed:
         raise ReportError(message + ". Re-judge them alike (mathjudge rejudge) or pass --allow-mixed "
                           "to show them side by side anyway (paired tests use the common docs only).")
-    return message + " (shown side by side: --allow-mixed)"
+    ranked_by = "; each model is ranked by its own primary metric" if len({p[4] for p in prov.values()}) > 1 else ""
+    return message + f" (shown side by side: --allow-mixed{ranked_by})"
 
 
 def _row(task, metric, model, measured, samples, top_model, top_samples, rank, prov, primary, iters, seed) -> Row:
@@ -219,12 +235,13 @@ def task_table(board: Board, task: str) -> tuple[list[str], list[list[str]]]:
     rows = [r for r in board.rows if r.task == task]
     metrics = list(dict.fromkeys(r.metric for r in rows))
     models = sorted(dict.fromkeys(r.model for r in rows), key=lambda m: next(r.rank for r in rows if r.model == m))
-    header = ["#", "model", *(f"{m} [95% CI]" for m in metrics), f"Δ {metrics[0]} vs top [95% CI]", "p (McNemar)",
+    lead_name = metrics[0] if len({r.metric for r in rows if r.primary}) == 1 else "primary metric"
+    header = ["#", "model", *(f"{m} [95% CI]" for m in metrics), f"Δ {lead_name} vs top [95% CI]", "p (McNemar)",
               "n", "judge", "prompt", "data"]
     cells = []
     for model in models:
         mine = {r.metric: r for r in rows if r.model == model}
-        lead = mine.get(metrics[0])
+        lead = next((r for r in mine.values() if r.primary), mine.get(metrics[0]))  # its own primary metric
         first = next(iter(mine.values()))
         diff = "top" if lead and lead.is_top else (
             f"{fmt(lead.diff_vs_top)} [{fmt(lead.diff_ci_low)}, {fmt(lead.diff_ci_high)}]"

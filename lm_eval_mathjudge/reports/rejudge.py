@@ -11,7 +11,9 @@ Sources: samples files of this plugin's tasks (judged or ``--predict_only``) and
 lm-eval's built-in ``gsm8k*``, ``minerva_math*``, ``aime*`` tasks; a built-in task is
 judged as the plugin task of the same data set (``--tasks`` picks another judge,
 e.g. ``gsm8k_vlmjudge``). Docs of the source that are not in the plugin's data
-(say ``minerva_math_algebra`` beyond MATH-500) are skipped and counted.
+(say ``minerva_math_algebra`` beyond MATH-500) are skipped and counted. The media
+folders of an image or video run (its results' ``metadata.generator``) go with
+its responses, so the VLM judge attaches those files again.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Source:
     task: str
     model: str
     samples: list[Sample]
+    media_dirs: tuple[str, ...] = ()  # where its media responses were made (the original run's generator)
 
 
 @dataclass
@@ -61,13 +64,19 @@ def read_source(path: str) -> Source:
         raise ReportError(f"{path}: not named like lm-eval's samples files (samples_<task>_<time>.jsonl), so its "
                           "task is unknown; pass the files lm_eval --log_samples wrote")
     task, stamp = match["task"], match["stamp"]
+    from ..generators import media_folders
+
     results = os.path.join(os.path.dirname(path), f"results_{stamp}.json")
+    folders: tuple[str, ...] = ()
     if os.path.isfile(results):
         with open(results, encoding="utf-8") as fh:
-            model = model_name(json.load(fh))
+            data = json.load(fh)
+        model = model_name(data)
+        generator = (((data.get("configs") or {}).get(task) or {}).get("metadata") or {}).get("generator")
+        folders = media_folders(generator) if isinstance(generator, dict) else ()
     else:  # lm-eval puts samples under <output_path>/<sanitized model name>/
         model = os.path.basename(os.path.dirname(os.path.abspath(path)))
-    return Source(path, task, model, load_samples(path, task))
+    return Source(path, task, model, load_samples(path, task), folders)
 
 
 def datasets_of(task: str) -> tuple[str, ...]:
@@ -112,7 +121,8 @@ def plan(sources: list[Source], docs: dict[str, list[dict]], chosen: list[str] |
                 continue  # the same doc in two sources: the first wins
             result.indices[target].append(i)
             result.records.append({"task": target, "doc_id": i, "question": replay_question(docs[target][i]),
-                                   "response": sample.response, "source": f"{source.task}:{sample.doc_id}"})
+                                   "response": sample.response, "source": f"{source.task}:{sample.doc_id}",
+                                   **({"media_dirs": list(source.media_dirs)} if source.media_dirs else {})})
     return result
 
 

@@ -21,10 +21,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from ..config import pipeline_label
 from ..errors import ConfigError
 from ..redact import redact
 
-PRIMARY_METRICS = ("gpt4_exact_match", "final_correct")  # first found leads the table
+# The headline score of each judge, first found leads the table (a cascade's has its own name).
+PRIMARY_METRICS = ("gpt4_exact_match", "cascade_exact_match", "final_correct")
+NO_JUDGE = "lm-eval metric (no judge)"
 _QUESTION_KEYS = ("mj_question", "question", "problem", "Question", "Problem")
 _NAME_KEYS = ("peft", "delta", "pretrained", "model", "path", "engine")  # lm-eval's own order
 _SECRET_HINTS = ("key", "token", "secret", "password", "credential", "auth")
@@ -78,12 +81,16 @@ class Run:
     unscored: list[str] = field(default_factory=list)  # results without scores (--predict_only)
 
 
+def pipeline(result: TaskResult) -> str:
+    """Who scored a task: the whole judging pipeline (config.pipeline_label), or lm-eval's own metric."""
+    return pipeline_label(result.judge) if result.judge.get("backend") else NO_JUDGE
+
+
 def judge_id(result: TaskResult) -> str:
-    """Who scored a task: judge backend:model @ prompt version (lm-eval's own metrics: none)."""
-    judge = result.judge
-    if not judge.get("backend"):
-        return "lm-eval metric (no judge)"
-    return f"{judge['backend']}:{judge['model']} @ {judge.get('prompt_version') or '-'}"
+    """Who scored a task and with which prompt: ``pipeline @ prompt version``."""
+    if not result.judge.get("backend"):
+        return NO_JUDGE
+    return f"{pipeline(result)} @ {result.judge.get('prompt_version') or '-'}"
 
 
 def question_hash(question: str | None) -> str:
@@ -136,10 +143,11 @@ def load_runs(args: list[str]) -> list[Run]:
             run.unscored.append(path)
         for result in _task_results(path, data):
             old = run.tasks.get(result.task)
-            if old is not None and judge_id(old) != judge_id(result):
+            if old is not None and judge_id(old) != judge_id(result):  # a rerun replaces only its own kind
                 raise ReportError(
                     f"{model} has two results for {result.task} judged differently ({judge_id(old)} in "
-                    f"{old.results_path}, {judge_id(result)} in {result.results_path}); pass only one of them "
+                    f"{old.results_path}, {judge_id(result)} in {result.results_path}); neither replaces the "
+                    "other, since they are different measurements: pass only one of them "
                     "(mathjudge agreement compares two judges)")
             if old is not None and old.date > result.date:
                 run.superseded.append(result.results_path)
