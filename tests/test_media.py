@@ -153,7 +153,7 @@ def _media_folders(tmp_path):
     pytest.param("file://{folder}/ok.png", True, id="file-url-inside"),
     pytest.param("<{folder}/ok.png>", True, id="angle-brackets-inside"),
     pytest.param("{folder}/inner.png", True, id="symlink-staying-inside"),
-    pytest.param("data:image/png;base64,iVBORw0KGgo=", True, id="data-url-carries-its-own-bytes"),
+    pytest.param("{data_url}", True, id="data-url-carries-its-own-bytes"),
     pytest.param("{outside}/secret.png", False, id="plain-path-outside"),
     pytest.param("file://{outside}/secret.png", False, id="file-url-outside"),
     pytest.param("<{outside}/secret.png>", False, id="angle-brackets-outside"),
@@ -169,7 +169,8 @@ def test_media_is_attached_only_from_the_media_folders(tmp_path, monkeypatch, re
     (tmp_path / "mediax").mkdir()
     (tmp_path / "mediax" / "ok.png").write_bytes(fx.png())
     monkeypatch.chdir(tmp_path)
-    text = response.format(folder=folder, outside=outside)
+    data_url = "data:image/png;base64," + base64.b64encode(fx.png()).decode()
+    text = response.format(folder=folder, outside=outside, data_url=data_url)
     assert (media.attachable(text, [str(folder)]) is not None) is attached
     assert media.refused(text, [str(folder)]) is (not attached)
     request = VLM.request(_doc(), text, media_dirs=[str(folder)])

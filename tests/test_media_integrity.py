@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -119,7 +120,7 @@ def _judge(server, requests, **overrides):
 
 def _vlm_request(path) -> JudgeRequest:
     doc = {"mj_question": "How much does Janet make?", "mj_reference": "9 * 2 = 18\n#### 18", "mj_answer": "18"}
-    return JUDGES["vlm"].request(doc, str(path))
+    return JUDGES["vlm"].request(doc, str(path), media_dirs=[str(Path(path).parent)])
 
 
 def test_a_501_from_the_file_api_is_asked_once_and_stops_the_run(sdk_env, tmp_path, monkeypatch):
@@ -200,7 +201,7 @@ def test_bad_media_are_counted_failures_and_never_reach_the_judge_through_the_cl
     with GeminiServer(lambda body: REPLY) as judge:
         run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={replay}", "--tasks",
                            "gsm8k_vlmjudge", "--log_samples", "--metadata",
-                           json.dumps({"vlm_judge_base_url": judge.url})],
+                           json.dumps({"vlm_judge_base_url": judge.url, "vlm_judge_media_dirs": [str(tmp_path)]})],
                           {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
                            "GEMINI_API_KEY": CANARY}, tmp_path / "out")
         assert run.returncode == 0, run.stderr[-3000:]

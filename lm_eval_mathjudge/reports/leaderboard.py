@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 
 from . import stats
 from .paired import compare
-from .runs import ReportError, Run, Sample, TaskResult, checked_samples, doc_set_id, metric_label, pipeline,
-                   primary_metric
+from .runs import (ReportError, Run, Sample, TaskResult, checked_samples, doc_set_id, metric_label, pipeline,
+                   primary_metric)
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula (CSV injection)
 CSV_COLUMNS = ("model", "task", "metric", "n", "value", "ci_low", "ci_high", "ci_method", "p_value",
