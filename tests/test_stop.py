@@ -30,7 +30,6 @@ from lm_eval_mathjudge.generators.settings import GeneratorSettings
 from lm_eval_mathjudge.generators.store import MediaStore
 from lm_eval_mathjudge.pool import AdaptiveGate, WindowLimiter, run_bounded
 from lm_eval_mathjudge.retry import RetryPolicy, call_with_retries
-from lm_eval_mathjudge.types import JudgeRequest
 
 
 @pytest.fixture(autouse=True)
