@@ -394,7 +394,7 @@ def _drive(pool: ThreadPoolExecutor, todo, fn, results: list, window: int, bar) 
     while True:
         if error is None and deadline is None:  # after an escaped error or a stop nothing new starts
             for i, item in itertools.islice(todo, window - len(running)):
-                running[pool.submit(fn, item)] = i
+                running[pool.submit(_unless_stopped, fn, item)] = i
         if deadline is None and stop.requested():
             deadline = time.monotonic() + stop.GRACE_S
             for future in [f for f in running if f.cancel()]:  # queued, never started: nothing was paid
@@ -418,6 +418,11 @@ def _drive(pool: ThreadPoolExecutor, todo, fn, results: list, window: int, bar) 
         raise stop.stopped()
     if error is not None:
         raise error
+
+
+def _unless_stopped(fn: Callable[[T], R], item: T) -> R:
+    stop.check()  # a worker taking queued work after a stop starts nothing (the main thread cancels the rest)
+    return fn(item)
 
 
 class _NullBar:

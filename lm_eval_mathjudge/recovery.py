@@ -29,7 +29,7 @@ import time
 import weakref
 from typing import Any, Iterable
 
-from . import compat
+from . import compat, stop
 from ._startup import REPLAY_MODEL
 from .files import private_dir, write_atomic
 from .redact import redact
@@ -131,7 +131,7 @@ def stop_message(cache_dir: str) -> str | None:
 def _keep_partial(cache_dir: str, finished: dict[str, str], total: int) -> str:
     """A stop during generation: the finished generations into lm-eval's generation cache."""
     given = _option_value(sys.argv[1:], ("--use_cache", "-c"))
-    if given is not None and _is_lm_eval():  # lm-eval's own --use_cache stored each one as it finished
+    if given is not None and stop.command() == "lm_eval":  # lm-eval's own --use_cache stored each one as it finished
         return (f"{len(finished)} of {total} generations of the judged tasks had finished; --use_cache {given} "
                 f"holds them: resume with the same command ({_command(sys.argv[1:])}), which asks the model "
                 "only for the others.")
@@ -140,7 +140,8 @@ def _keep_partial(cache_dir: str, finished: dict[str, str], total: int) -> str:
     prefix = os.path.join(folder, f"lm-eval-cache-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
     path = compat.generation_cache_file(prefix, _RANK[0])
     compat.write_generation_cache(path, finished)
-    again = _command([*sys.argv[1:], "--use_cache", prefix]) if _is_lm_eval() else f"--use_cache {prefix}"
+    again = (_command([*sys.argv[1:], "--use_cache", prefix]) if stop.command() == "lm_eval"
+             else f"--use_cache {prefix}")
     return (f"{len(finished)} of {total} generations of the judged tasks had finished; they are saved in lm-eval's "
             f"generation cache {path}: resume with {again}, which asks the model only for the others.")
 
@@ -174,10 +175,10 @@ def _holds(path: str, text: str) -> bool:
 def resume_command(path: str) -> str:
     """The command that judges the saved generations in ``path``: this lm_eval command with the replay
     model in place of the model (the ``mathjudge`` command itself, rerun, when that is what runs)."""
-    args = sys.argv[1:]
-    if _is_lm_eval():
+    args, running = sys.argv[1:], stop.command()
+    if running == "lm_eval":
         return _command(replay_args(args, path))
-    if os.path.basename(sys.argv[0] if sys.argv else "") == "mathjudge":
+    if running == "mathjudge":
         return f"the same command ({redact(shlex.join(['mathjudge', *args]))})"
     return f"--model {REPLAY_MODEL} --model_args path={path}"
 
@@ -211,12 +212,6 @@ def _option_value(args: list[str], names: tuple[str, ...]) -> str | None:
         if name in names:
             return value or (args[i + 1] if i + 1 < len(args) else "")
     return None
-
-
-def _is_lm_eval() -> bool:
-    program = sys.argv[0] if sys.argv else ""
-    return os.path.basename(program) in ("lm_eval", "lm-eval") or program.endswith(os.path.join("lm_eval",
-                                                                                                 "__main__.py"))
 
 
 def _command(args: list[str]) -> str:

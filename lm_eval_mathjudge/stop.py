@@ -13,7 +13,9 @@ task's requests to the end of its judging, a generator's batch, a rejudge) and t
 put back when the last guard is released. A handler runs in the main thread between any two
 bytecodes, so it only sets flags and writes with ``os.write``. When the main thread is not in one of
 our polling loops (``polling``) nothing would notice the flag (lm-eval generating with its own model,
-our code keying requests), so the handler ends the run itself: savers, the line, exit.
+our code keying requests), so the handler ends the run itself: savers, the line, exit. The process
+exits only when it is one of our commands (``lm_eval``, ``mathjudge``); a host that called lm-eval
+from Python (a notebook) gets ``Stopped``, a ``SystemExit``, raised in its main thread instead.
 """
 
 from __future__ import annotations
@@ -166,7 +168,7 @@ def _handle(signum: int, frame: object) -> None:
             _write(f"mathjudge: {_name(signum)} received: no new call starts; waiting up to {GRACE_S:g} s for the "
                    f"calls in flight to finish and be stored ({again} quits at once)")
             return
-    finish()  # exits: the stop is real
+    raise finish()  # in our own commands finish() exits; elsewhere the main thread unwinds from here
 
 
 def request(signum: int = signal.SIGINT) -> None:
@@ -178,8 +180,10 @@ def request(signum: int = signal.SIGINT) -> None:
 def finish() -> Stopped:
     """Run every saver once and say, in one line, what was kept and how to resume.
 
-    After a real signal the process then exits (``os._exit``: worker threads still waiting on a call
-    must not hold the exit up); otherwise the ``Stopped`` to raise is returned.
+    After a real signal in one of the commands our code runs in (``lm_eval``, ``mathjudge``) the process
+    then exits (``os._exit``: worker threads still waiting on a call must not hold the exit up);
+    otherwise (a simulated stop, or a host such as a notebook that should outlive the run) the
+    ``Stopped`` to raise is returned.
     """
     if _state.finished is None and not _state.finishing:
         _state.finishing = True
@@ -190,9 +194,22 @@ def finish() -> Stopped:
             _write(_state.finished)
         finally:
             _state.finishing = False
-    if _state.real:
+    if _state.real and command() is not None:
         _exit_process(stopped().code)
     return stopped()
+
+
+_COMMANDS = {"lm_eval": "lm_eval", "lm-eval": "lm_eval", "mathjudge": "mathjudge", "lm_eval_mathjudge": "mathjudge"}
+
+
+def command() -> str | None:
+    """"lm_eval" or "mathjudge" when this process is that command (nothing else of value lives in it),
+    None for any other host (a script or notebook that called lm-eval from Python)."""
+    program = sys.argv[0] if sys.argv else ""
+    name = os.path.basename(program)
+    if name == "__main__.py":  # python -m lm_eval, python -m lm_eval_mathjudge
+        name = os.path.basename(os.path.dirname(program))
+    return _COMMANDS.get(name)
 
 
 def _run(saver: Saver) -> str | None:
