@@ -99,6 +99,8 @@ def guard(key: str, saver: Saver) -> None:
     """Protect a stretch of work: install the handlers (main thread only) and keep ``saver`` until
     ``release(key)``. Guards of the same key share one saver and are counted."""
     with _lock:
+        if _state.finished is not None:  # a host (a notebook) starts a new run after a stopped one: afresh
+            _state.signum, _state.real, _state.finished, _state.savers = None, False, None, {}
         held = _state.savers.get(key)
         _state.savers[key] = (held[0] if held else saver, (held[1] if held else 0) + 1)
         if threading.current_thread() is threading.main_thread() and not _state.previous:

@@ -226,6 +226,15 @@ def test_a_signal_in_a_polling_loop_only_asks_and_elsewhere_stops_at_once_withou
     assert "mathjudge: stopped by SIGINT. Rerun the same command." in capfd.readouterr().err
 
 
+def test_a_host_starts_its_next_run_afresh_after_a_stopped_one():
+    stop.guard("first run", lambda: "kept")
+    stop.request()
+    stop.finish()  # the stopped run unwinds in the host without releasing its guard
+    stop.guard("next run", lambda: "kept")
+    assert not stop.requested() and list(stop._state.savers) == ["next run"]
+    stop.release("next run")
+
+
 @pytest.mark.parametrize("argv0, expected", [
     ("/venv/bin/lm_eval", "lm_eval"), ("/venv/bin/lm-eval", "lm_eval"),
     ("/venv/lib/python3.11/site-packages/lm_eval/__main__.py", "lm_eval"), ("/venv/bin/mathjudge", "mathjudge"),
