@@ -36,7 +36,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from . import preflight
+from . import preflight, stop
 from .cache import ReplyCache, request_key
 from .config import JudgeSettings, judge_label
 from .errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MathJudgeError, MediaError, UnparseableReply
@@ -291,7 +291,7 @@ class JudgeClient:
                     return reply, True
                 finally:
                     self._cache.release(key)
-            shared = self._cache.wait_for(key, self._lease_seconds)
+            shared = self._cache.wait_for(key, self._lease_seconds, sleep=stop.sleep)
             if shared is not None:
                 with self._lock:
                     self.stats.shared += 1
@@ -327,6 +327,9 @@ class JudgeClient:
             if self._fatal is not None:  # it happened while this attempt waited for its turn
                 outcome = "unsent"
                 raise FatalJudgeError(f"not sent: {self._fatal}", kind="aborted")
+            if stop.requested():  # a signal came while this attempt waited for its turn: it never starts
+                outcome = "unsent"
+                raise stop.stopped()
             try:
                 reply = self._backend.complete(request)
             except MediaError:  # refused before anything was sent (e.g. video to an openai judge)

@@ -24,6 +24,11 @@ task discovery         ``lm_eval.tasks.manager.TaskManager(include_path=...)`` i
                        (so ``_startup`` patches the same module on both lines)
 a group's tasks in     ``task``                        ``group::task`` (lm-eval's naming; left
 results/samples files                                  as it is)
+``--use_cache`` file   ``PATH_rank<R>.db``, R = rank   ``PATH_rank<R>.db``, R = rank
+                       or ``LOCAL_RANK`` (0.4.13;
+                       0.4.12: rank)
+finished generations   ``CacheHook.add_partial(attr, args, result)`` and ``hash_args(attr, args)``
+                       (its key) in ``lm_eval.api.model``, the same in all three
 =====================  ==============================  ===================================
 
 Everything that touches lm-eval is imported inside functions, so importing
@@ -34,6 +39,8 @@ when a task is built or the replay model is created, never at import.
 """
 
 from __future__ import annotations
+
+from typing import Any, Callable
 
 from .errors import ConfigError
 
@@ -110,6 +117,67 @@ def register_metric(name: str, higher_is_better: bool) -> None:
 
 def _passthrough(items):  # scores are computed by the task; lm-eval never calls this
     return items
+
+
+# ---------------------------------------------------------------------- lm-eval's generation cache
+def generation_key(args: Any) -> str | None:
+    """lm-eval's cache key of a generate_until request's ``args`` (what ``--use_cache`` looks up);
+    None for arguments JSON cannot take (images)."""
+    from lm_eval.api.model import hash_args
+
+    try:
+        return hash_args("generate_until", args)
+    except (TypeError, ValueError):
+        return None
+
+
+def watch_generations(callback: Callable[[str, Any, Any], None]) -> None:
+    """Also hand every result an lm-eval model reports as finished (``CacheHook.add_partial``, which
+    the API, hf and vLLM adapters call per request) to ``callback``. Once per process; never raises."""
+    from lm_eval.api.model import CacheHook
+
+    original = CacheHook.add_partial
+    if getattr(original, "_mathjudge", False):
+        return
+
+    def add_partial(self, attr, req, res):
+        try:
+            callback(attr, req, res)
+        except Exception:  # noqa: BLE001 - watching must never break the model
+            import logging
+
+            logging.getLogger(__name__).debug("watching a finished generation failed", exc_info=True)
+        return original(self, attr, req, res)
+
+    add_partial._mathjudge = True  # type: ignore[attr-defined]
+    add_partial.__wrapped__ = original  # type: ignore[attr-defined]
+    CacheHook.add_partial = add_partial
+
+
+def generation_cache_file(prefix: str, rank: int) -> str:
+    """The file ``--use_cache PREFIX`` reads for this rank."""
+    import os
+
+    from packaging.version import Version
+
+    if not rank and Version(require_supported()).release[:3] == (0, 4, 13):  # LOCAL_RANK under torchrun
+        rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
+    return f"{prefix}_rank{rank}.db"
+
+
+def write_generation_cache(path: str, generations: dict[str, str]) -> None:
+    """Write key -> generation rows in the format lm-eval's ``CachingLM`` reads (sqlitedict, pickled values)."""
+    import os
+
+    from sqlitedict import SqliteDict
+
+    db = SqliteDict(path, autocommit=False)
+    try:
+        db.update(generations)
+        db.commit()
+    finally:
+        db.close()
+    os.chmod(path, 0o600)
 
 
 def __getattr__(name: str):  # PEP 562: TaskBase is built when first asked for

@@ -19,6 +19,12 @@
     └── GenerationRunError     some requests got no media and no counted failure (the
                                generator was unreachable or refused the run); says how to resume
 
+Outside the tree, because no ``except Exception`` (ours, lm-eval's, an SDK's) may swallow it:
+
+    SystemExit
+    └── Stopped                a SIGINT or SIGTERM stopped the run (``stop.py``); its code is the
+                               exit status (130, 143), and the savers have said how to resume
+
 Each failure class says whether a sample that ends with it is *scored*
 (``scored = True``: 0 on every metric and 1 on judge_failed, because the
 judge itself could not give a verdict) or not (the judge could not be
@@ -122,3 +128,11 @@ class JudgeRunError(MathJudgeError, RuntimeError):
 
 class GenerationRunError(MathJudgeError, RuntimeError):
     """Raised after generation when some requests got neither media nor a counted failure."""
+
+
+class Stopped(SystemExit):
+    """A signal stopped the run: unwinds our frames to the guard that says how to resume (``stop.py``)."""
+
+    def __init__(self, code: int, *, signal: str = "SIGINT"):
+        super().__init__(code)
+        self.signal = signal

@@ -22,13 +22,14 @@ lm_eval_mathjudge.harness.JudgedTask`` and describe the judge in a
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sqlite3
 from collections import Counter
 from typing import Any
 
-from . import backends, cascade, compat, cost, data, flags, generators, prices, prompts, recovery, run
+from . import backends, cascade, compat, cost, data, flags, generators, prices, prompts, recovery, run, stop
 from .cache import ReplyCache
 from .client import JudgeClient, outcome_from_error, preflight_once
 from .compat import TaskBase
@@ -126,9 +127,11 @@ class JudgedTask(TaskBase):
         if not self._bypassed():
             self._open_judge()
         super().build_all_requests(**kwargs)
-        recovery.track(self)
+        recovery.track(self, rank=kwargs.get("rank") or 0)
         if not self._bypassed():
             run.register(self)
+            # From here to the end of this task's judging a SIGINT/SIGTERM keeps the generations (stop.py).
+            stop.guard(self._stop_key, functools.partial(recovery.stop_message, self._settings.resolved_cache_dir()))
 
     def apply_filters(self):
         result = self._filter()
@@ -136,6 +139,7 @@ class JudgedTask(TaskBase):
         if self._bypassed():
             return result
         try:
+            recovery.checkpoint(self._settings.resolved_cache_dir())  # before any call, budget check or batch job
             if self._job is None and self._joins_run():
                 run.run_pass(self)  # judges this task and every other pending judged task in one pool
             if self._job is not None:
@@ -146,6 +150,8 @@ class JudgedTask(TaskBase):
                 from . import audit
 
                 self.config.metadata["judge"]["audit"] = audit.in_run(self, self._audit_key())
+        except stop.Stopped:  # a signal: say what was kept and how to resume (after a real one: exit)
+            raise stop.finish() from None
         except (JudgeRunError, cost.BudgetExceeded):  # their messages already say where the generations are
             raise
         except Exception as exc:  # anything else: say what happened and keep the generations
@@ -153,7 +159,12 @@ class JudgedTask(TaskBase):
                                 + recovery.keep_generations(self._settings.resolved_cache_dir())) from exc
         finally:
             self._close_judge()
+            stop.release(self._stop_key)
         return result
+
+    @property
+    def _stop_key(self) -> str:
+        return f"generations:{self._settings.resolved_cache_dir()}"
 
     def process_results(self, doc, results):
         if self._bypassed():

@@ -34,6 +34,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
+from . import stop
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -73,7 +75,7 @@ class WindowLimiter:
     """
 
     def __init__(self, capacity: float, window: float, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = stop.sleep):
         if capacity <= 0 or window <= 0:
             raise ValueError("capacity and window must be positive")
         self.capacity, self.window = float(capacity), float(window)
@@ -182,7 +184,9 @@ class AdaptiveGate:
                 self._retries_waiting += 1
             try:
                 while self._in_flight >= self.cap or (not retry and self._retries_waiting):
+                    stop.check()
                     self._cond.wait(self._wait)
+                stop.check()  # after a stop no call starts (the releases of the calls in flight wake us)
             finally:
                 if retry:
                     self._retries_waiting -= 1
@@ -231,7 +235,7 @@ class BackendLimits:
     """Requests/min, tokens/min and the adaptive gate of one backend, for the whole process."""
 
     def __init__(self, *, rpm: float, tpm: float, concurrency: int, adaptive: bool,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = stop.sleep):
         self._clock, self._sleep = clock, sleep
         self.rpm, self.tpm = 0.0, 0.0
         self.requests: WindowLimiter | None = None
@@ -358,36 +362,67 @@ def run_bounded(items: Sequence[T], fn: Callable[[T], R], *, concurrency: int, d
     a running summary on it (``set_postfix``).
     ``fn`` should catch its own errors: one that escapes is re-raised here once
     every call already started has finished, so no paid result is dropped mid-flight.
+    A stop (``stop.py``) submits nothing more and cancels what has not started; the calls
+    in flight get ``stop.GRACE_S`` to finish (a countdown on the bar), then ``Stopped`` is raised.
     """
     results: list = [None] * len(items)
     if not items:
         return results
     workers = max(1, min(concurrency, len(items)))
     window = WINDOW_PER_WORKER * workers  # futures alive at once: memory flat in the number of items
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=thread_name) as pool, \
-            _progress_bar(len(items), desc, progress, unit) as bar:
-        if on_bar is not None:
-            on_bar(bar)
-        todo = iter(enumerate(items))
-        running: dict = {}
-        error: BaseException | None = None
-        while True:
-            if error is None:  # after an escaped error nothing new starts; what runs is finished
-                for i, item in itertools.islice(todo, window - len(running)):
-                    running[pool.submit(fn, item)] = i
-            if not running:
-                break
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                i = running.pop(future)
-                try:
-                    results[i] = future.result()
-                except BaseException as exc:  # noqa: BLE001 - re-raised below, once the calls in flight end
-                    error = error or exc
-                bar.update(1)
-        if error is not None:
-            raise error
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=thread_name)
+    try:
+        with _progress_bar(len(items), desc, progress, unit) as bar, stop.polling():
+            if on_bar is not None:
+                on_bar(bar)
+            _drive(pool, iter(enumerate(items)), fn, results, window, bar)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)  # calls a stop gave up on must not hold the exit up
+        raise
+    pool.shutdown(wait=True)
     return results
+
+
+def _drive(pool: ThreadPoolExecutor, todo, fn, results: list, window: int, bar) -> None:
+    """Submit and collect until every item is done; then raise what escaped ``fn``, or ``Stopped``.
+
+    Calls are left running only when a stop's grace ran out.
+    """
+    running: dict = {}
+    error: BaseException | None = None
+    deadline: float | None = None  # set by a stop: the calls in flight may run until then
+    while True:
+        if error is None and deadline is None:  # after an escaped error or a stop nothing new starts
+            for i, item in itertools.islice(todo, window - len(running)):
+                running[pool.submit(_unless_stopped, fn, item)] = i
+        if deadline is None and stop.requested():
+            deadline = time.monotonic() + stop.GRACE_S
+            for future in [f for f in running if f.cancel()]:  # queued, never started: nothing was paid
+                running.pop(future)
+        if not running:
+            break
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            bar.set_postfix_str(f"stopping: {len(running)} in flight, {max(0.0, left):.0f}s left", refresh=True)
+            if left <= 0:
+                raise stop.stopped()
+        done, _ = wait(running, timeout=stop.TICK_S, return_when=FIRST_COMPLETED)
+        for future in done:
+            i = running.pop(future)
+            try:
+                results[i] = future.result()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, once the calls in flight end
+                error = error or exc
+            bar.update(1)
+    if deadline is not None:
+        raise stop.stopped()
+    if error is not None:
+        raise error
+
+
+def _unless_stopped(fn: Callable[[T], R], item: T) -> R:
+    stop.check()  # a worker taking queued work after a stop starts nothing (the main thread cancels the rest)
+    return fn(item)
 
 
 class _NullBar:
@@ -395,6 +430,9 @@ class _NullBar:
         pass
 
     def set_postfix(self, **values) -> None:
+        pass
+
+    def set_postfix_str(self, text: str = "", refresh: bool = True) -> None:
         pass
 
     def __enter__(self):

@@ -1,30 +1,39 @@
-"""Keep what was paid for when judging fails: the generations of every live task.
+"""Keep what was paid for: the generations of every judged task, and the command that resumes from them.
 
-lm-eval generates for every task first and judges one task at a time. When
-judging one task fails, the generations of all tasks (a group) exist only in
-memory; this module writes them to one replay file (``--model
-mathjudge-replay``) so a rerun judges them without generating again.
+lm-eval generates for every task first, then judges one task at a time. Before judging starts
+(``checkpoint``, so also before a batch job is submitted or a budget checked), the generations of
+every judged task, all docs, are written to one replay file; every stop (a judge failure, a budget or
+dry run, a batch left running, a signal) names it with the one command that resumes from it
+(``--model mathjudge-replay``: only what the judge cache lacks is judged).
 
-The rescue path must never be the thing that fails: rows are written as
-ASCII-escaped JSON (a lone surrogate round-trips as ``\\ud800``), to a
-temporary file that is fsynced and then renamed, so the file is either
-complete or absent. The folder is 0700 and the file 0600. When the disk under
-the cache folder is full (or failing), the file goes to a new private folder
-under the system's temporary folder instead, and the message says where. A task
-whose responses are media records the folders they were made in (``media_dirs``),
-so the replay attaches them again (a VLM judge reads media only from there).
+A stop during generation: lm-eval's models report each generation as it finishes
+(``CacheHook.add_partial``; ``compat.watch_generations``). Those of judged tasks are kept in memory,
+and a stop writes them to lm-eval's own generation cache: the resume command is the same command
+with ``--use_cache``, which asks the model only for the others.
+
+The rescue path must never be the thing that fails: rows are written as ASCII-escaped JSON (a lone
+surrogate round-trips as ``\\ud800``), to a temporary file that is fsynced and then renamed, so the
+file is either complete or absent. The folder is 0700 and the files 0600. A file is named by its
+content, so saving the same generations again (a resume, a replay) reuses it. When the disk under the
+cache folder is full (or failing), the file goes to a new private folder under the system's temporary
+folder instead, and the message says where. A task whose responses are media records the folders they
+were made in (``media_dirs``), so the replay attaches them again (a VLM judge reads media only from there).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import shlex
+import sys
 import tempfile
 import time
 import weakref
 from typing import Any, Iterable
 
+from . import compat, stop
 from ._startup import REPLAY_MODEL
 from .files import describe_disk_problem, disk_problem, private_dir, write_atomic
 from .redact import redact
@@ -33,62 +42,198 @@ log = logging.getLogger(__name__)
 
 GENERATIONS_DIR = "generations"
 
-# Tasks whose generations exist in memory (weak: a finished task is not kept alive).
-_LIVE: "weakref.WeakSet[Any]" = weakref.WeakSet()
+# Tasks whose generations exist in memory (weak: a finished task is not kept alive; by id: a task need not
+# be hashable), with the lm-eval cache key of each instance's request (what CacheHook.add_partial reports a
+# finished generation under).
+_LIVE: dict[int, tuple["weakref.ref[Any]", list[str | None]]] = {}
+_WANTED: set[str] = set()  # those keys: generations of judged tasks
+_FINISHED: dict[str, str] = {}  # key -> generation, as lm-eval's model finished it (until judging starts)
+_RANK = [0]  # this process's rank (lm-eval names its cache files by it)
+
+# lm_eval options that describe the model; a replay does without them. name -> how many values follow
+# ("+" = every value up to the next option, "?" = one value unless the next token is an option).
+_MODEL_OPTIONS = {"--model": 1, "-M": 1, "--model_args": "+", "-a": "+", "--use_cache": 1, "-c": 1,
+                  "--apply_chat_template": "?", "--fewshot_as_multiturn": 0}
 
 
-def track(task: Any) -> None:
-    """Remember a task whose generations must survive a failure of any task."""
-    _LIVE.add(task)
+def track(task: Any, rank: int = 0) -> None:
+    """Remember a task whose generations must survive a failure or a stop of any task."""
+    keys = [compat.generation_key(inst.args) if getattr(inst, "request_type", None) == "generate_until" else None
+            for inst in getattr(task, "_instances", None) or []]
+    _LIVE[id(task)] = (weakref.ref(task, lambda _, key=id(task): _LIVE.pop(key, None)), keys)
+    _WANTED.update(k for k in keys if k is not None)
+    _RANK[0] = rank
+    compat.watch_generations(note_generation)
 
 
-def keep_generations(cache_dir: str) -> str:
-    """Save every live task's raw generations in one replay file; say how to reuse it. Never raises."""
+def note_generation(attr: str, args: Any, result: Any) -> None:
+    """One generation an lm-eval model just finished; kept if a judged task asked for it."""
+    if attr != "generate_until" or not _WANTED or not isinstance(result, str):
+        return
+    key = compat.generation_key(args)
+    if key in _WANTED:
+        _FINISHED[key] = result
+
+
+def _rows() -> tuple[list[tuple[str, int, dict, str, list[str]]], int, dict[str, str]]:
+    """(task, doc_id, doc, response, media folders) of every generation there is, the number asked for,
+    and the generations that exist only because lm-eval's model reported them (a stop during generation)."""
+    from .generators import media_dirs
+
+    rows, total, partial = [], 0, {}
+    for ref, keys in list(_LIVE.values()):
+        task = ref()
+        if task is None:
+            continue
+        folders = media_dirs(task.config.task)
+        for inst, key in zip(getattr(task, "_instances", None) or [], keys):
+            total += 1
+            if inst.resps and isinstance(inst.resps[0], str):
+                rows.append((task.config.task, inst.doc_id, inst.doc, inst.resps[0], folders))
+            elif key is not None and key in _FINISHED:
+                rows.append((task.config.task, inst.doc_id, inst.doc, _FINISHED[key], folders))
+                partial[key] = _FINISHED[key]
+    return rows, total, partial
+
+
+def checkpoint(cache_dir: str) -> str | None:
+    """Before judging: write every live task's generations (all docs) to disk; the file's path.
+
+    Called by each judged task before it judges; a second call with the same generations writes nothing.
+    """
+    rows, total, _ = _rows()
+    if not rows or len(rows) < total:
+        return None
+    _FINISHED.clear()  # generation is over: the instances hold every response now
+    _WANTED.clear()
     try:
-        rows = list(_live_rows())
+        path = save_generations(cache_dir, rows)
+    except Exception as exc:  # noqa: BLE001 - judging goes on: the verdicts are cached either way
+        log.warning("could not save the generations before judging (%s); judging goes on", redact(str(exc)))
+        return None
+    log.info("the generations of %d task(s) are saved in %s", len({r[0] for r in rows}), path)
+    return path
+
+
+def keep_generations(cache_dir: str, *, none: str = "No generations were kept.") -> str:
+    """Save every generation there is (if not saved yet) and say how to resume from it. Never raises."""
+    try:
+        rows, total, partial = _rows()
         if not rows:
-            return "No generations were kept."
+            return none
+        if partial and len(rows) < total:
+            return _keep_partial(cache_dir, partial, total)
         path = save_generations(cache_dir, rows)
     except Exception as exc:  # noqa: BLE001 - the error being reported matters more than this one
         log.debug("saving generations failed", exc_info=True)
-        if disk_problem(exc) is not None:
-            return (f"The generations could not be saved, neither in {os.path.join(cache_dir, GENERATIONS_DIR)} "
-                    f"nor in the temporary folder: {redact(describe_disk_problem(tempfile.gettempdir(), exc))}. "
-                    "Free space and rerun (they were not saved).")
         return f"The generations could not be saved ({redact(str(exc))})."
-    return (f"The generations of {len({r[0] for r in rows})} task(s) are saved in {path}: rerun with "
-            f"--model {REPLAY_MODEL} --model_args path={path} to judge them without generating again.")
+    return (f"The generations of {len({r[0] for r in rows})} task(s) are saved in {path}: resume with "
+            f"{resume_command(path)} (it judges only what the judge cache does not hold).")
 
 
-def _live_rows():
-    from .generators import media_dirs
+def stop_message(cache_dir: str) -> str | None:
+    """What a stop (``stop.py``) says: the generations kept and the command that resumes; None if none."""
+    text = keep_generations(cache_dir, none="")
+    return text or None
 
-    for task in list(_LIVE):
-        folders = media_dirs(task.config.task)
-        for inst in getattr(task, "_instances", None) or []:
-            if inst.resps and isinstance(inst.resps[0], str):
-                yield task.config.task, inst.doc_id, inst.doc, inst.resps[0], folders
+
+def _keep_partial(cache_dir: str, finished: dict[str, str], total: int) -> str:
+    """A stop during generation: the finished generations into lm-eval's generation cache."""
+    given = _option_value(sys.argv[1:], ("--use_cache", "-c"))
+    if given is not None and stop.command() == "lm_eval":  # lm-eval's own --use_cache stored each one as it finished
+        return (f"{len(finished)} of {total} generations of the judged tasks had finished; --use_cache {given} "
+                f"holds them: resume with the same command ({_command(sys.argv[1:])}), which asks the model "
+                "only for the others.")
+    folder = os.path.join(cache_dir, GENERATIONS_DIR)
+    private_dir(folder)
+    prefix = os.path.join(folder, f"lm-eval-cache-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    path = compat.generation_cache_file(prefix, _RANK[0])
+    compat.write_generation_cache(path, finished)
+    again = (_command([*sys.argv[1:], "--use_cache", prefix]) if stop.command() == "lm_eval"
+             else f"--use_cache {prefix}")
+    return (f"{len(finished)} of {total} generations of the judged tasks had finished; they are saved in lm-eval's "
+            f"generation cache {path}: resume with {again}, which asks the model only for the others.")
 
 
 def save_generations(cache_dir: str, rows: Iterable[tuple]) -> str:
-    """Write (task, doc_id, doc, response[, media folders]) rows to a new replay file under the cache
-    folder, atomically."""
+    """Write (task, doc_id, doc, response[, media folders]) rows to a replay file under the cache folder,
+    atomically; on a full or failing disk, to a new private temporary folder.
+
+    The file is named by its content: the same rows saved again find their file and write nothing.
+    """
     from .replay import question_of
 
-    lines = [json.dumps({"task": task, "doc_id": doc_id, "question": question_of(doc), "response": response,
-                         **({"media_dirs": list(more[0])} if more and more[0] else {})},
-                        ensure_ascii=True, default=str) + "\n" for task, doc_id, doc, response, *more in rows]
-    name = f"generations-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{time.time_ns() % 10**9:09d}.jsonl"
+    text = "".join(json.dumps({"task": task, "doc_id": doc_id, "question": question_of(doc), "response": response,
+                               **({"media_dirs": list(more[0])} if more and more[0] else {})},
+                              ensure_ascii=True, default=str) + "\n" for task, doc_id, doc, response, *more in rows)
+    name = f"generations-{hashlib.sha256(text.encode()).hexdigest()[:16]}.jsonl"
     folder = os.path.join(cache_dir, GENERATIONS_DIR)
     try:
         private_dir(folder)
-        write_atomic(os.path.join(folder, name), "".join(lines))
-        return os.path.join(folder, name)
+        path = os.path.join(folder, name)
+        if not _holds(path, text):
+            write_atomic(path, text)
+        return path
     except OSError as exc:
         if disk_problem(exc) is None:
             raise
         log.warning("the generations cannot be saved in %s: %s; saving them in the temporary folder instead",
                     folder, describe_disk_problem(folder if os.path.isdir(folder) else cache_dir, exc))
     spare = tempfile.mkdtemp(prefix="lm_eval_mathjudge-generations-")  # new and 0700: nobody else's folder
-    write_atomic(os.path.join(spare, name), "".join(lines))
+    write_atomic(os.path.join(spare, name), text)
     return os.path.join(spare, name)
+
+
+def _holds(path: str, text: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read() == text.encode()
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------- the resume command
+def resume_command(path: str) -> str:
+    """The command that judges the saved generations in ``path``: this lm_eval command with the replay
+    model in place of the model (the ``mathjudge`` command itself, rerun, when that is what runs)."""
+    args, running = sys.argv[1:], stop.command()
+    if running == "lm_eval":
+        return _command(replay_args(args, path))
+    if running == "mathjudge":
+        return f"the same command ({redact(shlex.join(['mathjudge', *args]))})"
+    return f"--model {REPLAY_MODEL} --model_args path={path}"
+
+
+def replay_args(args: list[str], path: str) -> list[str]:
+    """``args`` of an lm_eval command with the model options replaced by the replay model's."""
+    kept, i = [], 0
+    while i < len(args):
+        token = args[i]
+        name, has_value = token.split("=", 1)[0], "=" in token
+        arity = _MODEL_OPTIONS.get(name)
+        i += 1
+        if arity is None:
+            kept.append(token)
+            continue
+        if has_value or arity == 0:
+            continue
+        if arity in (1, "?"):
+            if i < len(args) and (arity == 1 or not args[i].startswith("-")):
+                i += 1
+            continue
+        while i < len(args) and not args[i].startswith("-"):  # "+": every value up to the next option
+            i += 1
+    head = kept[:1] if kept[:1] == ["run"] else []  # lm_eval's subcommand stays first
+    return [*head, "--model", REPLAY_MODEL, "--model_args", f"path={path}", *kept[len(head):]]
+
+
+def _option_value(args: list[str], names: tuple[str, ...]) -> str | None:
+    for i, token in enumerate(args):
+        name, _, value = token.partition("=")
+        if name in names:
+            return value or (args[i + 1] if i + 1 < len(args) else "")
+    return None
+
+
+def _command(args: list[str]) -> str:
+    return redact(shlex.join(["lm_eval", *args]))

@@ -6,7 +6,8 @@ is present. A Retry-After longer than ``max_delay`` (a quota that resets in an
 hour, a hostile header) is not waited out and not retried every ``max_delay``
 seconds either: that call fails at once with a message naming the wait, so the
 run ends with its resume advice and nothing is scored. The SDKs' own retries
-are switched off by the backends, so attempts never multiply.
+are switched off by the backends, so attempts never multiply. A stop (``stop.py``)
+ends a backoff wait at once: no retry starts after it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Callable, TypeVar
 
+from . import stop
 from .errors import TransientJudgeError
 
 T = TypeVar("T")
@@ -93,7 +95,7 @@ def next_delay(error: TransientJudgeError, retry: int, policy: RetryPolicy,
 
 
 def call_with_retries(fn: Callable[[], T], policy: RetryPolicy, *,
-                      sleep: Callable[[float], None] = time.sleep,
+                      sleep: Callable[[float], None] = stop.sleep,
                       on_retry: Callable[[TransientJudgeError, float], None] | None = None) -> T:
     """Call ``fn``; retry transient failures at most ``policy.max_retries`` times."""
     for retry in range(policy.max_retries + 1):

@@ -113,29 +113,72 @@ def _jobs(cache: Path) -> list[tuple]:
         return db.execute("SELECT provider, job_id, size, collected FROM batch_jobs").fetchall()
 
 
-def test_a_run_killed_while_polling_resumes_the_same_job(online, tmp_path):
+def _one_byte_changed(path: Path, doc_id: int) -> Path:
+    """The replayed generations, with one sample's text one byte longer (a resampled or re-served generation)."""
+    rows = read_jsonl(OUTPUTS)
+    rows[doc_id] = {**rows[doc_id], "response": rows[doc_id]["response"] + " "}
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _polling(judge: OpenAIBatchServer, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + WAIT
+    while judge.polls < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert judge.polls >= 3, "the run never polled the batch job"
+
+
+def test_a_run_killed_while_polling_and_rerun_with_one_generation_changed_resumes_the_job(online, tmp_path):
+    """Jobs are matched to requests by cache key: the rerun takes the first job's replies for the 23
+    unchanged samples, submits only the changed one, and leaves no job uncollected."""
     cache = tmp_path / "cache"
     with OpenAIBatchServer(final_number_judge) as judge:
         judge.hold = True  # the job stays in_progress: the run is polling when it is killed
         proc = _start(_args(judge.url, judge_mode="batch"), _env(cache), tmp_path / "out1")
-        deadline = time.monotonic() + WAIT
-        while judge.polls < 3 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert judge.polls >= 3, "the run never polled the batch job"
+        _polling(judge, proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         assert _jobs(cache) == [("openai", "batch_loopback1", N, 0)]  # stored before the first poll
         judge.release()
-        rerun = run_lm_eval(_args(judge.url, judge_mode="batch"), _env(cache), tmp_path / "out2")
+        args = _args(judge.url, judge_mode="batch")
+        args[args.index("--model_args") + 1] = f"path={_one_byte_changed(tmp_path / 'changed.jsonl', 5)}"
+        rerun = run_lm_eval(args, _env(cache), tmp_path / "out2")
         assert rerun.returncode == 0, rerun.stderr[-3000:]
-        assert judge.batches_created == 1, "the rerun must resume the job, not pay for a second one"
-        assert sum(1 for r in judge.requests if r.method == "POST" and r.path == "/v1/files") == 1
+        assert judge.batches_created == 2 and len(judge.jobs["batch_loopback2"].lines) == 1  # the changed one only
         assert judge.call_count == 0 and judge.files == {}
-    assert _jobs(cache) == [("openai", "batch_loopback1", N, 1)]
+    assert _jobs(cache) == [("openai", "batch_loopback1", N, 1), ("openai", "batch_loopback2", 1, 1)]
     assert _verdicts(rerun) == _verdicts(online)
     stats = rerun.results()["configs"][TASK]["metadata"]["judge"]["run"]["batch"]
-    assert (stats["resumed"], stats["submitted"], stats["succeeded"]) == (1, 0, N)
+    assert (stats["resumed"], stats["submitted"], stats["succeeded"]) == (1, 1, N + 1)
     _assert_no_canary(tmp_path, rerun)
+
+
+def test_sigint_while_polling_saves_the_generations_and_the_resume_command_collects_the_job(online, tmp_path):
+    from tests.test_stop_e2e import resume_command
+
+    cache, log = tmp_path / "cache", tmp_path / "stderr.txt"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
+    env = {**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **_env(cache)}
+    with OpenAIBatchServer(final_number_judge) as judge:
+        judge.hold = True
+        with open(log, "wb") as fh:
+            proc = subprocess.Popen([LM_EVAL, *_args(judge.url, judge_mode="batch"), "--output_path",
+                                     str(tmp_path / "out1")], env=env, stdout=subprocess.DEVNULL, stderr=fh,
+                                    start_new_session=True)
+        _polling(judge, proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+        stderr = log.read_text()
+        assert "Traceback" not in stderr and "batch_loopback1 keep running at openai" in stderr, stderr[-3000:]
+        assert _jobs(cache) == [("openai", "batch_loopback1", N, 0)]
+        judge.release()
+        argv = resume_command(stderr)
+        assert argv[argv.index("--model") + 1] == "mathjudge-replay"
+        resumed = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert judge.batches_created == 1 and judge.call_count == 0 and judge.files == {}
+    assert _jobs(cache) == [("openai", "batch_loopback1", N, 1)]
+    assert _verdicts(Run(0, resumed.stdout, resumed.stderr, tmp_path / "out1")) == _verdicts(online)
 
 
 def test_no_wait_submits_and_stops_and_the_same_command_collects_later(online, tmp_path):

@@ -310,3 +310,53 @@ def test_items_an_unfinished_job_kept_nothing_of_follow_the_fallback(tmp_path, s
 def test_items_a_completed_job_did_not_return_are_left_to_the_online_pass(tmp_path):
     report, _ = _run(tmp_path, FakeProvider({0: "silent"}), _items(2), batch_fallback="fail")
     assert report.missing == 1 and report.settled == {}
+
+
+def _left_by_a_stopped_run(tmp_path, items) -> FakeProvider:
+    """The job table and the provider as a run killed while polling left them: job1 holds ``items``."""
+    with JobStore(str(ReplyCache(str(tmp_path / "cache")).path)) as store:
+        store.save("job1", "fake", [k for k, _ in items], Clock().t - 60)  # a minute before the rerun
+    provider = FakeProvider()
+    provider.jobs["job1"], provider.reads["job1"] = [k for k, _ in items], 0
+    provider.index.update({key: i for i, (key, _) in enumerate(items)})
+    return provider
+
+
+def _changed(items, which):
+    """The same samples with other generations for ``which``: other requests, so other cache keys."""
+    return [(f"{int(key, 16) + 1000:064x}", JudgeRequest(prompt=f"{request.prompt} (regenerated)"))
+            if i in which else (key, request) for i, (key, request) in enumerate(items)]
+
+
+def test_a_rerun_with_some_generations_changed_takes_the_first_jobs_replies_and_submits_only_those(tmp_path):
+    first = _items(6)
+    provider = _left_by_a_stopped_run(tmp_path, first)
+    rerun = _changed(first, {2})
+    report, cache = _run(tmp_path, provider, rerun)
+    assert report.resumed == ["job1"] and provider.jobs["job2"] == [rerun[2][0]] and report.submitted == 1
+    assert all(cache.get(key) is not None for key, _ in rerun) and cache.get(first[2][0]) is not None  # paid: kept
+    with JobStore(cache.path) as store:
+        assert [(r[1], r[4]) for r in store.rows()] == [("job1", 1), ("job2", 1)]  # both collected
+
+
+def test_a_rerun_whose_generations_all_changed_still_collects_the_first_job(tmp_path):
+    first = _items(4)
+    provider = _left_by_a_stopped_run(tmp_path, first)
+    rerun = _changed(first, set(range(4)))
+    report, cache = _run(tmp_path, provider, rerun)
+    assert report.resumed == [] and report.adopted == ["job1"] and report.adopted_replies == 4
+    assert provider.jobs["job2"] == [k for k, _ in rerun] and report.succeeded == 4  # this run's own, counted
+    assert all(cache.get(key) is not None for key, _ in first + rerun)
+    with JobStore(cache.path) as store:
+        assert [(r[1], r[4]) for r in store.rows()] == [("job1", 1), ("job2", 1)]
+
+
+def test_a_job_another_live_process_polls_is_not_adopted(tmp_path):
+    first = _items(2)
+    provider = _left_by_a_stopped_run(tmp_path, first)
+    other = ReplyCache(str(tmp_path / "cache"))  # another process, alive, polling job1
+    assert other.claim("batch-job:job1", 3600)
+    report, cache = _run(tmp_path, provider, _changed(first, {0, 1}))
+    assert report.adopted == [] and provider.reads["job1"] == 0
+    with JobStore(cache.path) as store:
+        assert [(r[1], r[4]) for r in store.rows()] == [("job1", 0), ("job2", 1)]

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from lm_eval_mathjudge.generators.store import MediaStore, request_key
 from tests import media_fixtures as fx
 from tests.conftest import REPO
@@ -83,15 +85,21 @@ def _rows(media_dir: Path, table: str) -> int:
             return 0
 
 
-def _kill_when(proc: subprocess.Popen, ready, timeout: float = 60) -> None:
+def _kill_when(proc: subprocess.Popen, ready, timeout: float = 60, signum: int = signal.SIGKILL) -> str:
+    """Send ``signum`` once ``ready()``; returns the driver's stderr."""
     deadline = time.monotonic() + timeout
     while not ready():
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
         assert time.monotonic() < deadline, "the driver never got there"
         time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
-    assert proc.returncode == -signal.SIGKILL
+    os.kill(proc.pid, signum)
+    stderr = proc.communicate(timeout=15)[1].decode(errors="replace")
+    if signum == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:  # a graceful stop: the polls end at once, the jobs stay recorded, one line says how to resume
+        assert proc.returncode == 128 + signum and "Traceback" not in stderr, stderr[-3000:]
+        assert "stopped by SIGINT" in stderr and "rerun the same command" in stderr
+    return stderr
 
 
 def test_sigkill_mid_run_then_rerun_generates_only_what_is_missing(tmp_path, monkeypatch):
@@ -114,11 +122,13 @@ def test_sigkill_mid_run_then_rerun_generates_only_what_is_missing(tmp_path, mon
     assert all(Path(a).read_bytes() == PNG for a in answers) and not any(".partial" in a for a in answers)
 
 
-def test_sigkill_while_polling_then_rerun_polls_the_same_jobs(tmp_path, monkeypatch):
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_killed_or_stopped_while_polling_then_rerun_polls_the_same_jobs(tmp_path, monkeypatch, signum):
     n = 3
     with OpenAIMediaServer(video_responder=lambda form: MP4, polls=10_000) as server:
         proc = _start(tmp_path, server, "sora", "SoraLM", "sora-2", n, concurrency=n)
-        _kill_when(proc, lambda: _rows(tmp_path / "media", "jobs") == n and server.count("poll") >= n)
+        _kill_when(proc, lambda: _rows(tmp_path / "media", "jobs") == n and server.count("poll") >= n,
+                   signum=signum)
         assert server.count("create") == n
         for job in server.jobs.values():
             job.polls_left = 1  # the renders finish after the crash

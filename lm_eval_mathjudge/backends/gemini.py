@@ -26,6 +26,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
+from .. import stop
 from ..cache import Reply
 from ..config import JudgeSettings
 from ..errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError
@@ -331,7 +332,7 @@ class GeminiBackend(LazyClient):
                     f"file after {wait:g}s; it is not uploaded again and this sample counts as a judge failure. "
                     f"Long videos can need longer: raise judge_timeout above {wait:g} (the File API wait is the "
                     f"larger of {FILE_ACTIVE_TIMEOUT:g}s and judge_timeout) and rerun", kind="media_timeout")
-            time.sleep(FILE_POLL_SECONDS)
+            stop.sleep(FILE_POLL_SECONDS)  # a stop ends the wait (the upload is deleted as usual)
             try:
                 file = self._client.files.get(name=file.name)
             except genai_errors.APIError as exc:

@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 
 try:
@@ -92,6 +93,9 @@ def _send(out, message: dict) -> None:
 
 
 def main() -> None:
+    # A Ctrl-C reaches the whole process group; the parent decides when this worker ends (it stops
+    # judging, then closes stdin), so the signal must not kill it with a traceback mid-item.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The protocol gets its own copy of stdout; fd 1 becomes stderr, so a stray
     # print in a library can never corrupt a result line.
     out = os.fdopen(os.dup(1), "w", encoding="ascii")

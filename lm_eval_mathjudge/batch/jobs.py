@@ -121,6 +121,11 @@ class JobStore:
                                  "ORDER BY created, job_id", tuple(found))
         return [row[0] for row in order]
 
+    def uncollected(self, provider: str) -> list[str]:
+        """Every job of this provider not collected yet, oldest first."""
+        return [row[0] for row in self._db.execute(
+            "SELECT job_id FROM batch_jobs WHERE collected = 0 AND provider = ? ORDER BY created, job_id", (provider,))]
+
     def keys(self, job: str) -> list[str]:
         return [row[0] for row in self._db.execute("SELECT key FROM batch_keys WHERE job_id = ?", (job,))]
 

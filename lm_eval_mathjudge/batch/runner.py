@@ -3,9 +3,14 @@
 ``prefill(client, items)`` runs right after the client removed duplicate requests:
 
     pending = items whose first ask is not cached
-    resume every unfinished job (from the job table) that holds a pending key
+    resume every unfinished job (from the job table) that holds a pending key:
+        jobs and requests are matched by the requests' cache keys, so a rerun whose
+        generations changed for some samples takes the first job's replies for the
+        others and submits only the changed ones
     submit the rest in jobs within the provider's limits; record each job id
         in the job table BEFORE waiting (a killed run resumes the same job)
+    adopt the other unfinished jobs of this provider that no live process polls (an
+        earlier run stopped before collecting them): polled along, their replies stored
     batch_wait=false and a job still running: stop (BatchPending); rerun collects
     poll every batch_poll_seconds (progress bar), at most batch_max_hours after
         the oldest job was created
@@ -22,7 +27,10 @@ and go to the online pass, which fails them the online way without a call.
 
 Job ids live in two tables of the cache's own SQLite file (``jobs.py``).
 Processes sharing the cache submit one at a time (a cache lease), so two
-processes starting on the same requests make one job.
+processes starting on the same requests make one job; a process holds a lease
+on each job it polls, so no other process adopts it. A stop (``stop.py``) ends
+the wait at its next tick and says which jobs keep running (the resume command
+collects them).
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
-from .. import recovery
+from .. import recovery, stop
 from ..errors import ConfigError, FatalJudgeError, JudgeCallError, JudgeRefusal
 from ..retry import RetryPolicy, call_with_retries
 from ..types import Reply
@@ -47,6 +55,7 @@ log = logging.getLogger(__name__)
 
 SUBMIT_LEASE_S = 3600.0  # how long one process may hold the submit lease (a dead holder loses it at once)
 SUBMIT_ROUNDS = 3
+JOB_LEASE = "batch-job:"  # + job id: the lease a process holds on each job it polls
 
 
 @dataclass
@@ -60,13 +69,16 @@ class BatchReport:
     missing: int = 0  # in no job's results (could not be encoded, or lost): left to the online pass
     jobs: list[str] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)
+    adopted: list[str] = field(default_factory=list)  # earlier runs' jobs holding none of these requests
+    adopted_replies: int = 0
     settled: dict[str, JudgeCallError] = field(default_factory=dict)
     usage: Counter = field(default_factory=Counter)
 
     def counts(self) -> dict[str, int]:
         return {"submitted": self.submitted, "succeeded": self.succeeded, "failed": self.failed,
                 "expired": self.expired, "refused": self.refused, "missing": self.missing,
-                "jobs": len(self.jobs), "resumed": len(self.resumed)}
+                "jobs": len(self.jobs), "resumed": len(self.resumed), "adopted": len(self.adopted),
+                "adopted_replies": self.adopted_replies}
 
 
 ONLINE_ONLY = ("local",)  # no API and no price: batch mode judges these the online way
@@ -109,7 +121,7 @@ class BatchRun:
 
     def __init__(self, provider: BatchProvider, cache: Any, settings: Any, *, label: str, progress: bool = True,
                  clean: Callable[[Reply], Reply] = lambda r: r, now: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = stop.sleep):
         self.provider, self.cache, self.settings = provider, cache, settings
         self.label, self.progress, self.clean = label, progress, clean
         self.now, self.sleep = now, sleep
@@ -125,15 +137,23 @@ class BatchRun:
                 pending = {k: r for k, r in pending.items() if self.cache.get(k) is None}  # another process's?
                 jobs = self._resume(store, pending)
                 self._submit(store, pending, jobs)
+                adopted = self._adopt(store, jobs) if pending and jobs else []
             self.report.jobs = list(jobs)
             if not pending:
                 return self.report
             if not jobs:
                 self.report.missing += len(pending)
                 return self.report
-            statuses = self._wait(store, jobs)
-            for job in jobs:
-                self._collect(store, job, statuses[job], pending)
+            with self._polling([*jobs, *adopted]):
+                statuses = self._wait(store, jobs, adopted)
+                for job in jobs:
+                    self._collect(store, job, statuses[job], pending)
+                for job in adopted:
+                    if statuses[job].finished:
+                        self.report.adopted_replies += self._collect(store, job, statuses[job], {}, counted=False)
+                    else:
+                        log.info("batch: job %s of an earlier run is still %s; a later run collects it", job,
+                                 statuses[job].raw_state or statuses[job].state)
         self._settle()
         return self.report
 
@@ -168,6 +188,48 @@ class BatchRun:
             jobs.append(job)
             self.report.submitted += len(chunk)
 
+    def _adopt(self, store: JobStore, jobs: list[str]) -> list[str]:
+        """Unfinished jobs of this provider outside ``jobs`` that no live process polls: an earlier run
+        stopped (or was killed) before collecting them, and the requests of this run are others (its
+        generations changed). Their replies are paid: polled along with this run's jobs and stored."""
+        adopted = []
+        for job in store.uncollected(self.provider.name):
+            if job in jobs or not self.cache.claim(JOB_LEASE + job, self._job_lease_s):
+                continue  # this run's own, or polled by a live process
+            try:
+                self._status(job)
+            except FatalJudgeError as exc:
+                self.cache.release(JOB_LEASE + job)
+                if exc.status != 404:
+                    raise
+                store.finish(job, "unknown")
+                continue
+            adopted.append(job)
+        if adopted:
+            log.info("batch: collecting job(s) %s that an earlier run left uncollected", ", ".join(adopted))
+        self.report.adopted = list(adopted)
+        return adopted
+
+    @contextmanager
+    def _polling(self, jobs: list[str]) -> Iterator[None]:
+        """While this run waits: a lease on each job (so no other process adopts it), and the sentence a
+        stop says about them."""
+        held = [job for job in jobs if self.cache.claim(JOB_LEASE + job, self._job_lease_s)]
+        note = f"batch:{self.provider.name}:{id(self)}"
+        stop.guard(note, lambda: (f"The batch job(s) {', '.join(jobs)} keep running at {self.provider.name}; "
+                                  f"their ids are kept in {self.cache.path}, so the resume command collects "
+                                  "them instead of submitting again."))
+        try:
+            yield
+        finally:
+            stop.release(note)
+            for job in held:
+                self.cache.release(JOB_LEASE + job)
+
+    @property
+    def _job_lease_s(self) -> float:
+        return self.settings.batch_max_hours * 3600 + SUBMIT_LEASE_S
+
     @contextmanager
     def _submit_lock(self) -> Iterator[None]:
         """One process at a time reads the job table and submits (a cache lease), so two processes
@@ -184,20 +246,23 @@ class BatchRun:
         finally:
             self.cache.release(name)
 
-    def _wait(self, store: JobStore, jobs: list[str]) -> dict[str, JobStatus]:
-        """Poll until every job finished (bounded by batch_max_hours from the oldest job's creation)."""
-        statuses = {job: self._status(job) for job in jobs}
-        if not self.settings.batch_wait and not all(s.finished for s in statuses.values()):
-            raise self._pending(statuses, "judge_batch_wait=false: the batch is submitted and the run stops here. "
+    def _wait(self, store: JobStore, jobs: list[str], adopted: Sequence[str] = ()) -> dict[str, JobStatus]:
+        """Poll until every job of this run finished (bounded by batch_max_hours from the oldest one's
+        creation); adopted jobs are polled along, not waited for."""
+        statuses = {job: self._status(job) for job in [*jobs, *adopted]}
+        mine = {job: statuses[job] for job in jobs}
+        if not self.settings.batch_wait and not all(s.finished for s in mine.values()):
+            raise self._pending(mine, "judge_batch_wait=false: the batch is submitted and the run stops here. "
                                 "Rerun the same command (later) to collect the results; nothing is submitted twice")
         deadline = store.oldest(jobs) + self.settings.batch_max_hours * 3600
-        with _bar(sum(s.total for s in statuses.values()) or None, f"batch {self.provider.name}", self.progress) as bar:
+        with _bar(sum(s.total for s in mine.values()) or None, f"batch {self.provider.name}", self.progress) as bar:
             while True:
-                self._show(bar, statuses)
-                if all(s.finished for s in statuses.values()):
+                mine = {job: statuses[job] for job in jobs}
+                self._show(bar, mine)
+                if all(s.finished for s in mine.values()):
                     return statuses
                 if self.now() >= deadline:
-                    raise self._pending(statuses, f"the batch is still running {self.settings.batch_max_hours:g} h "
+                    raise self._pending(mine, f"the batch is still running {self.settings.batch_max_hours:g} h "
                                         "after it was submitted (judge_batch_max_hours). Rerun the same command "
                                         "later to collect it")
                 self.sleep(min(self.settings.batch_poll_seconds, max(0.0, deadline - self.now())))
@@ -205,8 +270,11 @@ class BatchRun:
                     if not status.finished:
                         statuses[job] = self._status(job)
 
-    def _collect(self, store: JobStore, job: str, status: JobStatus, pending: dict) -> None:
+    def _collect(self, store: JobStore, job: str, status: JobStatus, pending: dict, counted: bool = True) -> int:
+        """Store every reply of a finished job; count what it did for ``pending`` (``counted``: this run's
+        job). Returns the number of replies stored."""
         expected = set(store.keys(job)) & set(pending)
+        stored = 0
         answered: set[str] = set()
         if status.state == FAILED:
             why = status.message or status.raw_state or "no reason given"
@@ -216,7 +284,7 @@ class BatchRun:
             for key, result in self.provider.results(job):
                 answered.add(key)
                 if isinstance(result, Reply):
-                    self._store(key, result)
+                    stored += self._store(key, result, counted)
                 elif key in pending:
                     errors[key] = result
             if status.state in (EXPIRED, CANCELLED):  # a provider may keep nothing of an unfinished item
@@ -230,6 +298,7 @@ class BatchRun:
         self.provider.cleanup(job)
         store.finish(job, status.state)
         log.info("batch: job %s %s; %s", job, status.raw_state or status.state, self.report.counts())
+        return stored
 
     def _settle(self) -> None:
         if self.settings.batch_fallback != "fail":
@@ -238,15 +307,17 @@ class BatchRun:
             self.report.settled[key] = scored_failure(error)
 
     # ------------------------------------------------------------------ pieces
-    def _store(self, key: str, reply: Reply) -> None:
+    def _store(self, key: str, reply: Reply, counted: bool = True) -> bool:
         reply = self.clean(reply)
         try:
             self.cache.put(key, reply, self.label)
         except sqlite3.Error as exc:  # the online pass asks again; the batch copy is lost, not the sample
             log.warning("could not store a batch reply in the cache (%s); that sample is asked online", exc)
-            return
-        self.report.succeeded += 1
-        self.report.usage.update({k: v for k, v in reply.usage.items() if isinstance(v, int)})
+            return False
+        if counted:
+            self.report.succeeded += 1
+            self.report.usage.update({k: v for k, v in reply.usage.items() if isinstance(v, int)})
+        return True
 
     def _count_error(self, key: str, error: JudgeCallError) -> None:
         if isinstance(error, JudgeRefusal):  # the judge's own answer: online mode would score it the same way

@@ -76,6 +76,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 from lm_eval.api.model import LM
 
+from .. import stop
 from ..errors import ConfigError, FatalJudgeError, GenerationFailure, GenerationRunError, JudgeCallError, \
     TransientJudgeError
 from ..media import media_problem, sniff
@@ -172,15 +173,21 @@ class GeneratorLM(LM):
     # ------------------------------------------------------------------ lm-eval API
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         slots, work = self._plan(requests)
-        results = dict(zip(work, run_bounded(list(work.values()), self._produce,
-                                             concurrency=self.settings.num_concurrent,
-                                             desc=f"generating ({self.ADAPTER})", progress=not disable_tqdm,
-                                             unit="media", thread_name="mathjudge-gen")))
+        with stop.guarded(f"generator:{self._label}", self._kept):  # a stop: say what is kept, exit
+            results = dict(zip(work, run_bounded(list(work.values()), self._produce,
+                                                 concurrency=self.settings.num_concurrent,
+                                                 desc=f"generating ({self.ADAPTER})", progress=not disable_tqdm,
+                                                 unit="media", thread_name="mathjudge-gen")))
         self._record(slots, results)
         errors = [r.error for r in results.values() if r.error is not None]
         if errors:
             raise self._run_error(errors, len(results))
         return [results[key].path or failure_marker(*results[key].failure) for _, key in slots]
+
+    def _kept(self) -> str:
+        return (f"Every file {self.ADAPTER} finished is kept in {self._store.directory} and every video job it "
+                "started is recorded: rerun the same command to generate only the rest (started jobs are "
+                "polled, not paid for again).")
 
     def loglikelihood(self, requests, disable_tqdm: bool = False):
         raise ConfigError(f"{self.ADAPTER} generates images or videos; it has no log-likelihoods, so it can "
@@ -232,6 +239,9 @@ class GeneratorLM(LM):
             raise FatalJudgeError(f"not sent: {self._fatal}", kind="aborted")
         retry, self._retrying.value = getattr(self._retrying, "value", False), False
         permit = self._limits.start(retry=retry)
+        if stop.requested():  # a signal came while this attempt waited for its turn: it never starts
+            permit.done("unsent")
+            raise stop.stopped()
         outcome = "failed"
         calls["n"] += 1
         self._count("generation_calls")

@@ -4,6 +4,7 @@ The job id is written to the media store the moment the vendor accepts the
 request, so a retry after a failed poll, or a rerun after a crash, polls the
 same job instead of paying for a new one. The poll deadline is set at the
 first wait and kept across retries, so ``poll_timeout`` bounds the whole wait.
+A stop (``stop.py``) ends the wait at its next tick; the job stays recorded.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import time
 from typing import Callable, TypeVar
 
+from .. import stop
 from ..errors import GenerationFailure
 from .settings import GeneratorSettings
 from .store import MediaStore
@@ -23,7 +25,7 @@ log = logging.getLogger(__name__)
 class Job:
     def __init__(self, store: MediaStore, key: str, label: str, settings: GeneratorSettings,
                  on_start: Callable[[], None] = lambda: None,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
+                 sleep: Callable[[float], None] = stop.sleep, clock: Callable[[], float] = time.monotonic):
         self.key = key
         self._store, self._label, self._settings = store, label, settings
         self._on_start, self._sleep, self._clock = on_start, sleep, clock

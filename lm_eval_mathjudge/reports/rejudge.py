@@ -136,7 +136,22 @@ def _norm(text: str | None) -> str:
 
 def rejudge(paths: list[str], output_path: str, metadata: dict | None = None,
             tasks: list[str] | None = None) -> list[str]:
-    """Re-judge the given samples files; returns the results files written (one per model)."""
+    """Re-judge the given samples files; returns the results files written (one per model).
+
+    A SIGINT or SIGTERM stops it as it stops ``lm_eval`` (``stop.py``): the replies received are
+    cached, so the same command judges only the rest.
+    """
+    from .. import stop
+
+    with stop.guarded("rejudge", _stopped_note):
+        return _rejudge(paths, output_path, metadata, tasks)
+
+
+def _stopped_note() -> str:
+    return "Every judge reply received is in the judge cache: rerun the same command to judge only the rest."
+
+
+def _rejudge(paths: list[str], output_path: str, metadata: dict | None, tasks: list[str] | None) -> list[str]:
     sources = [read_source(p) for p in paths]
     for source in sources:  # unknown tasks fail before lm-eval is even imported
         targets_for(source.task, tasks)

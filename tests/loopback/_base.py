@@ -117,7 +117,10 @@ class _Handler(BaseHTTPRequestHandler):
         with owner._in_flight():
             if owner.latency:
                 time.sleep(owner.latency)
-            self._write(owner._safe_route(self.command, self.path, headers, raw))
+            reply = owner._safe_route(self.command, self.path, headers, raw)
+            self._write(reply)
+            if not reply.drop:
+                owner._sent_reply(self.command, self.path, reply.status)
 
     def _write(self, reply: Reply) -> None:
         if reply.drop:
@@ -284,6 +287,7 @@ class LoopbackServer:
 
     def _clear(self) -> None:
         self._requests: list[RecordedRequest] = []
+        self._replies_sent: list[float] = []
         self._faults: deque[Fault] = deque()
         self._max_in_flight = 0
         self._accepted: deque[float] = deque()  # arrival times of model calls inside the rate window
@@ -320,6 +324,17 @@ class LoopbackServer:
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
             self._requests.append(request)
+
+    def _sent_reply(self, method: str, path: str, status: int) -> None:
+        if status == 200 and self.is_model_call(method, path):
+            with self._lock:
+                self._replies_sent.append(time.time())
+
+    @property
+    def replies_sent(self) -> list[float]:
+        """When each successful model-call reply was written out (a reply the client has paid for)."""
+        with self._lock:
+            return list(self._replies_sent)
 
     @contextmanager
     def _in_flight(self) -> Iterator[None]:
