@@ -24,10 +24,11 @@ import pytest
 
 from lm_eval_mathjudge.backends.local import LocalBackend
 from lm_eval_mathjudge.parsing import parse_exact_match
+from lm_eval_mathjudge.prompts import neutralise
 from lm_eval_mathjudge.reports.stats import wilson_interval
 from lm_eval_mathjudge.types import JudgeRequest
 from tests.conftest import SHARED_DATA, read_jsonl
-from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, run_lm_eval
+from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, fenced, run_lm_eval
 from tests.loopback import ChatCompletionsServer, GeminiServer
 from tests.loopback.openai_batch_server import OpenAIBatchServer
 from tests.loopback.scripted import REPLIES, ScriptedJudge, battery_items, request_text, task_docs
@@ -180,7 +181,8 @@ def test_the_audit_of_a_gemini_vlm_judge_measures_the_scripted_rates(scenario):
     assert report["tasks"]["gsm8k_vlmjudge"]["metric"] == "final_correct"
     assert len(bodies) == len(items) + sum(i.family == "truncated" for i in items)
     # The VLM judge reads the answer as its own text part, after the prompt, as in a run.
-    assert {i.response for i in items} <= {b["contents"][0]["parts"][1]["text"] for b in bodies}
+    sent = {fenced(b["contents"][0]["parts"][1]["text"]) for b in bodies}  # the fenced answer part
+    assert {neutralise(i.response) for i in items} <= sent
 
 
 # ------------------------------------------------------------------------------------------ local, offline

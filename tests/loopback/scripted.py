@@ -10,7 +10,8 @@ what the audit must measure.
 Recognition does not depend on the judge prompt's layout: the request names its
 problem by the reference solution it carries (both judges' prompts quote it),
 and among that problem's audit answers the one whose text appears after the
-reference wins (the longest, since a short answer such as ``:`` appears in any
+reference wins (as the prompt shows it: fenced, its imitations of our prompt
+marked; the longest, since a short answer such as ``:`` appears in any
 prompt); when none appears verbatim (a prompt that rewrites parts of the
 answer), the closest by ``difflib`` wins. A request carrying one of ``others``
 (say the replayed responses of a run) is not an audit answer: ``fallback``
@@ -23,6 +24,8 @@ import difflib
 import threading
 from collections import Counter
 from typing import Any, Callable, Iterable, Sequence
+
+from lm_eval_mathjudge.prompts import neutralise
 
 REPLIES = {
     "exact_match": {
@@ -84,10 +87,13 @@ class ScriptedJudge:
         after = text[text.index(reference) + len(reference):]
         if any(other in after for other in self._others):
             return None
-        verbatim = [item for item in items if item.response in after]
+        # The prompt carries each answer fenced, its imitations of our prompt marked (prompts.neutralise).
+        shown = {id(item): neutralise(item.response) for item in items}
+        verbatim = [item for item in items if shown[id(item)] in after]
         if verbatim:
-            return max(verbatim, key=lambda item: len(item.response))
-        return max(items, key=lambda item: difflib.SequenceMatcher(None, item.response, after, autojunk=False).ratio())
+            return max(verbatim, key=lambda item: len(shown[id(item)]))
+        return max(items, key=lambda item: difflib.SequenceMatcher(None, shown[id(item)], after,
+                                                                   autojunk=False).ratio())
 
 
 
