@@ -117,7 +117,7 @@ _STATEMENT = re.compile(
 
 # ---------------------------------------------------------------- shared rules
 
-def _drop_reasoning(text: str) -> str:
+def drop_reasoning(text: str) -> str:
     """Rule 1, in one left-to-right pass: each search is a C-level scan from where the last ended."""
     if "<" not in text:  # C-speed shortcut: most replies have no tag at all
         return text
@@ -152,7 +152,7 @@ def _is_fence(line: str) -> bool:
 def _reply_lines(text: str) -> list[str]:
     """Content lines of a reply; an empty reply (or one that is all reasoning) is unparseable."""
     text = text or ""
-    lines = [line for line in _split_lines(_drop_reasoning(text))
+    lines = [line for line in _split_lines(drop_reasoning(text))
              if not (("`" in line or "~" in line) and _is_fence(line))]
     if any(line.strip() for line in lines):
         return lines
