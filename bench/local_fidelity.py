@@ -9,7 +9,10 @@ is compared with the label.
 
     python bench/local_fidelity.py PATH/example_model_solutions.jsonl [--workers 2] [--show 10]
 
-Prints agreement per model and overall, and the first ``--show`` disagreements.
+Prints agreement per model and overall, and the first ``--show`` disagreements. ``--forms``
+also judges every solution with its final ``A: N`` line rewritten the way other models end
+their answers (a box, a box after a restating sentence, "The answer is N.", ``#### N``, the
+Minerva sentence): the label still holds, so agreement should not move.
 """
 
 from __future__ import annotations
@@ -28,6 +31,22 @@ if str(REPO) not in sys.path:
 from lm_eval_mathjudge.backends.local import LOCAL_JUDGE_VERSION, LocalBackend  # noqa: E402
 from lm_eval_mathjudge.parsing import parse_exact_match  # noqa: E402
 from lm_eval_mathjudge.types import JudgeRequest  # noqa: E402
+
+
+FORMS = {
+    "as-written": "{work}\nA: {final}",
+    "box": "{work}\n\\boxed{{{final}}}",
+    "sentence-and-box": "{work}\nSo the answer is ${final}.\n\n\\boxed{{{final}}}",
+    "the-answer-is": "{work}\nThe answer is {final}.",
+    "hashes": "{work}\n#### {final}",
+    "minerva": "{work}\nFinal Answer: The final answer is ${final}$. I hope it is correct.",
+}
+
+
+def rewrite(solution: str, form: str) -> str:
+    """The solution with its final "A: N" line in another form (unchanged if it has none)."""
+    work, _, final = solution.rstrip().rpartition("\nA: ")
+    return FORMS[form].format(work=work, final=final.strip()) if work else solution
 
 
 def labelled(path: Path) -> list[tuple[str, str, str, bool]]:
@@ -50,10 +69,14 @@ def main() -> None:
     parser.add_argument("path", type=Path, help="example_model_solutions.jsonl")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--show", type=int, default=10, help="disagreements to print")
+    parser.add_argument("--forms", action="store_true", help="also judge each solution in other final forms")
     args = parser.parse_args()
     if not args.path.is_file():
         parser.error(f"{args.path} is not a file")
     items = labelled(args.path)
+    if args.forms:
+        items = [(f"{model} / {form}", gold, rewrite(solution, form), label)
+                 for form in FORMS for model, gold, solution, label in items]
     backend = LocalBackend(workers=args.workers)
     started = time.perf_counter()
 
@@ -79,9 +102,9 @@ def main() -> None:
     print(f"local judge version {LOCAL_JUDGE_VERSION}, {len(items)} solutions, "
           f"{time.perf_counter() - started:.0f} s")
     for model, (agree, total) in per_model.items():
-        print(f"  {model:20s} {agree}/{total} agree ({agree / total:.2%})")
+        print(f"  {model:36s} {agree}/{total} agree ({agree / total:.2%})")
     agree = sum(a for a, _ in per_model.values())
-    print(f"  {'all':20s} {agree}/{len(items)} agree ({agree / len(items):.2%})")
+    print(f"  {'all':36s} {agree}/{len(items)} agree ({agree / len(items):.2%})")
     for model, gold, label, analysis, solution in wrong[:args.show]:
         print(f"\n--- {model}: label {label}, gold {gold}\n{analysis}\n{solution[-400:]}")
 

@@ -132,7 +132,8 @@ _REFUSAL = re.compile(
     r"\bi[ \t]+(?:do[ \t]*n[o']t|don't)[ \t]+know\b|\b(?:cannot|can't|could[ \t]+not)[ \t]+be[ \t]+"
     r"(?:solved|answered|determined)\b|\b(?:not[ \t]+enough|insufficient)[ \t]+information\b|"
     r"\bas[ \t]+an[ \t]+ai\b|\bi(?:'m|[ \t]+am)[ \t]+sorry\b|\bi[ \t]+apologi[sz]e\b|"
-    r"\bunable[ \t]+to[ \t]+(?:solve|answer)\b", re.I | re.M)
+    r"\bunable[ \t]+to[ \t]+(?:solve|answer)\b|\bno[ \t]+(?:idea|clue)\b|\bi[ \t]+give[ \t]+up\b|\bunsolvable\b|"
+    r"\b(?:impossible|no[ \t]+way)[ \t]+to[ \t]+(?:say|tell|know|determine)\b|\brefus(?:e|ing|al)\b", re.I | re.M)
 # ------------------------------------------------------------------ cleaning
 
 def clean(text: str) -> str:
@@ -212,13 +213,13 @@ def value_of(region: str) -> tuple[str, str]:
     """(the value at the start of ``region``, the rest): the leading run of mathematics.
 
     The run stops at a plain word outside braces ("18 dollars", "18 or 20"), at a closing ``$``,
-    and after a number at a space before a letter (a unit: "18 m")."""
+    and after a number at a space before a letter (a unit: "18 m", not "x^2 + x")."""
     at = len(region) - len(region.lstrip(_LEAD_DECOR))
     for opener in ("$$", "$", "\\(", "\\[", "\\$"):
         if region.startswith(opener, at):
             at += len(opener)
             break
-    start, depth, seen_digit = at, 0, False
+    start, depth = at, 0
     while at < len(region):
         if region.startswith("$", at) and depth == 0:
             break
@@ -235,9 +236,9 @@ def value_of(region: str) -> tuple[str, str]:
             depth -= 1
             if depth < 0:
                 break
-        elif token.isspace() and depth == 0 and seen_digit and region[piece.end():piece.end() + 1].isalpha():
-            break
-        seen_digit = seen_digit or any(c.isdigit() for c in token)
+        elif (token.isspace() and depth == 0 and region[piece.end():piece.end() + 1].isalpha()
+              and region[start:at].rstrip()[-1:].isdigit()):
+            break  # a unit after a number ("18 m"), not a term of an expression ("x^2 + x")
         at = piece.end()
     at = _balanced_end(region, start, at)
     value = region[start:at].strip(" \t,;:*_")
@@ -291,7 +292,7 @@ def normalise(value: str, numeric: bool) -> str:
             if _COMPUTED.search(done):
                 text = result
         text = _PARENTHESISED.fullmatch(text.strip()) and _PARENTHESISED.fullmatch(text.strip()).group(1) or text
-    return " ".join(text.split()).strip(" .")
+    return " ".join(text.split()).rstrip(". ")
 
 
 def as_number(value: str) -> Fraction | None:
@@ -375,8 +376,10 @@ _VISIBLE = re.compile(r"\S")
 _CLAUSE = re.compile(r"[.!?;:]\s")
 _HEDGE_FIRST = re.compile(r"[ \t*_$]*(?:(?:is|be)[ \t]+)?(?:" + _HEDGE_WORDS.pattern + ")", re.I)
 _TEXT_ANSWER = re.compile(r"[ \t*_\"'(]*([A-Za-z][\w' ()-]{0,40}?)[ \t*_\"')]*$")
-_DOUBT = re.compile(r"\b(?:maybe|perhaps|probably|possibly|not[ \t]+sure|unsure|uncertain|not[ \t]+certain|"
-                    r"i[ \t]+think|i[ \t]+guess)\b", re.I)
+_DOUBT = re.compile(r"\b(?:maybe|perhaps|probably|possibly|not[ \t]+(?:sure|certain|confident)|unsure|uncertain|"
+                    r"i[ \t]+think|i[ \t]+guess|(?:could|might|may)[ \t]+be[ \t]+wrong|not[ \t]+100%)", re.I)
+_REVISING = re.compile(r"\b(?:wait|actually|no,|correction|i[ \t]+mean|rather|instead|kidding|oops|"
+                       r"on[ \t]+second[ \t]+thought)\b", re.I)
 _BARE = re.compile(r"[A-Za-z]{2,}")
 _GAP = re.compile(r"[ \t$*_]*(?:[,;/|]|\bor\b|\band\b|\bto\b|[\u2013\u2014])?[ \t$*_]*", re.I)
 
@@ -397,8 +400,11 @@ def _boxes(text: str, shape: Shape) -> Iterator[Statement]:
             content, end = token.group(), token.end()
         line_start = text.rfind("\n", max(0, match.start() - _WINDOW), match.start()) + 1
         before = text[max(line_start, match.start() - _WINDOW):match.start()]
-        after = text[end:_sentence_end(text, end)]
+        stop = _sentence_end(text, end)
+        after = text[end:stop]
         problem, others = _around(before, after, content, shape)
+        if text.startswith("?", stop):
+            problem = problem or f"a question, not an answer ({_short(content)!r}?)"
         yield Statement("boxed", match.start(), end, content.strip(), value_problem(content, shape) or problem,
                         others)
 
@@ -406,12 +412,17 @@ def _boxes(text: str, shape: Shape) -> Iterator[Statement]:
 _HEDGE_BEFORE = re.compile(
     r"(?:\b(?:about|around|approximately|approx|roughly|nearly|almost|maybe|perhaps|probably|possibly|"
     r"at[ \t]+least|at[ \t]+most|more[ \t]+than|less[ \t]+than|fewer[ \t]+than|up[ \t]+to|between|"
-    r"somewhere[ \t]+near|close[ \t]+to|estimated?)|~|\u2248|\\approx|\\sim)[ \t]*(?:is[ \t]+|be[ \t]+)?"
+    r"somewhere[ \t]+near|close[ \t]+to|estimated?|(?:no|not)[ \t]+(?:more|less|fewer)[ \t]+than|upwards[ \t]+of|"
+    r"in[ \t]+excess[ \t]+of|under|over)|~|\u2248|\\approx|\\sim)[ \t]*(?:is[ \t]+|be[ \t]+)?"
     r"[$(\[\\ \t]*$", re.I)
 _OR_BEFORE = re.compile(r"(?:\b(?:or|either|and/or|nor)|/)[ \t]*(?:is[ \t]+)?[$(\[\\ \t]*$", re.I)
 _HEDGE_AFTER = re.compile(
-    r"^[ \t$*_),;:(]*(?:or\b|approx|roughly|about\b|around\b|maybe|perhaps|probably|possibly|give[ \t]+or[ \t]+take|"
-    r"more[ \t]+or[ \t]+less|at[ \t]+(?:least|most)|or[ \t]+so|ish\b|\?|\+/-)", re.I)
+    r"^[ \t$*_),;:(]*(?:or\b(?![ \t$]*\\boxed)|approx|roughly|about\b|around\b|maybe|perhaps|probably|possibly|give[ \t]+or[ \t]+take|"
+    r"more[ \t]+or[ \t]+less|at[ \t]+(?:least|most)|or[ \t]+so|-?ish\b|\?|\+/-|\+(?![ \t]*\d))", re.I)
+
+
+_OTHERWISE = re.compile(r"\b(?:otherwise|unless|else|alternatively|or|either|in[ \t]+which[ \t]+case|if[ \t]+not|"
+                        r"depending|(?:could|might|may)[ \t]+(?:also[ \t]+)?be)\b", re.I)
 
 
 def _around(before: str, after: str, value: str, shape: Shape) -> tuple[str | None, tuple[str, ...]]:
@@ -430,6 +441,13 @@ def _around(before: str, after: str, value: str, shape: Shape) -> tuple[str | No
         others.extend(_sentence_values(after) or ["?"])
     elif hedge := _HEDGE_AFTER.search(after):
         return f"a hedge ({hedge.group().strip(' $*_),;:(')!r} after {_short(value)!r})", ()
+    elif other := _OTHERWISE.search(after):  # "18 if she sells them all, otherwise 25"
+        later = _stated(after[other.end():])
+        if not later and other.group().lower() in ("or", "either"):
+            return None, tuple(others)
+        if not later:
+            return f"a condition ({other.group()!r} after {_short(value)!r})", ()
+        others.extend(later)
     if found := (_REVOKED.search(after) or _DOUBT.search(after)):
         return f"a hedge ({found.group().strip()!r} after {_short(value)!r})", ()
     return None, tuple(others)
@@ -463,6 +481,8 @@ def _answer_statements(text: str, shape: Shape, boxes: list[Statement]) -> Itera
                     yield Statement("answer", match.start(), end, word.group(1).strip())
                 continue
             problem, others = _around("", rest, value, shape)
+            if text.startswith("?", end):
+                problem = problem or f"a question, not an answer ({_short(value)!r}?)"
             yield Statement("answer", match.start(), at + len(region) - len(rest), value,
                             value_problem(value, shape) or problem, others)
 
@@ -513,8 +533,8 @@ def _closing(text: str, question: str, shape: Shape) -> Statement | None:
         if len(values) > 1 and _GAP.fullmatch(sentence, values[-2][2], at) is not None and not shape.commas or (
                 _is_bare_values(sentence) and _is_bare_values(previous)):
             problem = f"a list of numbers ({_short(sentence.strip(), 60)!r})"
-        elif doubt := _DOUBT.search(sentence):
-            problem = f"doubt ({doubt.group().strip()!r} in {_short(sentence.strip(), 60)!r})"
+        elif doubt := (_DOUBT.search(sentence) or _REVISING.search(sentence) or _REVOKED.search(sentence)):
+            problem = f"doubt or a revision ({doubt.group().strip()!r} in {_short(sentence.strip(), 60)!r})"
         return Statement("closing", start + at, start + stop, value, value_problem(value, shape) or problem,
                          others)
     return None
