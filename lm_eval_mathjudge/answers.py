@@ -66,7 +66,6 @@ class Statement:
 class Reading:
     statements: tuple[Statement, ...]
     problem: str | None  # why the response as a whole is not credited (a refusal, ...), else None
-    last_values: tuple[str, ...] = ()  # values in the last sentence after the final statements
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,8 @@ _LABEL_BEFORE = re.compile(
     r"(?:problem|question|exercise|example|step|case|part|section|chapter|lemma|theorem|figure|table|"
     r"equation|eq\.|no\.|item|page|line|option|#)\s*\(?$", re.I)
 _MATH_SPAN = re.compile(r"\$\$([^$]{1,400})\$\$|\$([^$\n]{1,200})\$|\\\((.{1,200}?)\\\)|\\\[(.{1,400}?)\\\]", re.S)
-_SENTENCE_END = re.compile(r"\n|(?:\.|(?<=[A-Za-z])!|\?)(?=[\s\"')\]*_]|$)")  # "5!" is a factorial
+_SENTENCE_END = re.compile(  # "5!" is a factorial; "\boxed{18} She makes..." starts a new sentence
+    r"\n|(?:\.|(?<=[A-Za-z])!|\?)(?=[\s\"')\]*_]|$)|(?<=[}$\d])(?=[ \t]+[A-Z][a-z])")
 _BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])[ \t]*(?:\[[^\]\n]{0,20}\])?[ \t]*")
 _ASY = re.compile(r"\[asy\]|\\begin\{asy\}")
 _ASY_END = {"[asy]": "[/asy]", "\\begin{asy}": "\\end{asy}"}
@@ -92,10 +92,10 @@ _ASY_END = {"[asy]": "[/asy]", "\\begin{asy}": "\\end{asy}"}
 _LINE_ANCHOR = re.compile(
     r"^[ \t>*_#\-\u2022]{0,8}(?:####|(?:the[ \t]+)?(?:final[ \t]+|correct[ \t]+)?answers?[ \t*_]{0,4}"
     r"(?:[:\uff1a=]|(?=[ \t*_]*$))|(?:a|ans)[ \t]*[:\uff1a])", re.I | re.M)
-_INLINE_ANCHOR = re.compile(
-    r"\b(?:(?:the|my|our|final|correct|required)[ \t]+){1,3}answers?\b(?:[ \t]+(?:to|for|of)\b[^.!?\n$]{0,80}?)?"
-    r"[ \t*_]{0,4}(?:(?:is|are|was|would[ \t]+be|will[ \t]+be|should[ \t]+be|must[ \t]+be|comes[ \t]+to|"
-    r"equals)\b|[:\uff1a=])(?:[ \t]+(?:therefore|thus|then|hence|simply|just|exactly|clearly|indeed|now|still)\b)?",
+_INLINE_ANCHOR = re.compile(  # "the answer (to ...) is", "final answer:"; never "convert the answer to weeks: 28"
+    r"####|\banswers?[ \t*_]{0,4}[:\uff1a=]|\b(?:(?:the|my|our|final|correct|required)[ \t]+){1,3}answers?\b(?:(?:[ \t]+(?:to|for|of)\b[^.!?\n$:]{0,80}?)?"
+    r"[ \t*_]{0,4}(?:is|are|was|would[ \t]+be|will[ \t]+be|should[ \t]+be|must[ \t]+be|comes[ \t]+to|equals)\b|"
+    r"[ \t*_]{0,4}[:\uff1a=])(?:[ \t]+(?:therefore|thus|then|hence|simply|just|exactly|clearly|indeed|now|still)\b)?",
     re.I)
 
 # Words and signs that keep a statement from committing to one value.
@@ -113,11 +113,6 @@ _ALTERNATIVE = re.compile(  # right after a value: another value joined to it
     r"[ \t]*(?:\(|\[|\\\(|\$|\\\$|or\b|and\b|maybe\b|possibly\b)*[ \t]*[-\u2212]?\.?\d|"
     r"^[ \t*_$]*=[ \t]*\$?[-\u2212]?\.?\d", re.I)
 _NEGATED = re.compile(r"^[ \t*_]*(?:not|never|no[ \t]+longer)\b", re.I)
-_RESULT = re.compile(
-    r"\b(?:so|thus|therefore|hence|then|in[ \t]+the[ \t]+end|in[ \t]+conclusion|in[ \t]+total|in[ \t]+summary|"
-    r"to[ \t]+(?:conclude|summari[sz]e)|overall|altogether|all[ \t]+in[ \t]+all|finally|ultimately|"
-    r"(?:that|which|this)[ \t]+(?:means|gives|makes)|we[ \t]+get|the[ \t]+(?:result|total|final)|"
-    r"actually|wait|hmm|instead|rather|i[ \t]+mean|or|alternatively|otherwise|else|either)\b|\u2234", re.I)
 _REVOKED = re.compile(
     r"\b(?:just[ \t]+kidding|kidding|jk|j/k|scratch[ \t]+that|never[ \t]*mind|i[ \t]+was[ \t]+wrong|"
     r"(?:that|this|it)(?:'s|[ \t]+is|[ \t]+was)[ \t]+(?:wrong|incorrect|not[ \t]+right)|my[ \t]+mistake|oops|"
@@ -422,7 +417,8 @@ _HEDGE_AFTER = re.compile(
 
 
 _OTHERWISE = re.compile(r"\b(?:otherwise|unless|else|alternatively|or|either|in[ \t]+which[ \t]+case|if[ \t]+not|"
-                        r"depending|(?:could|might|may)[ \t]+(?:also[ \t]+)?be)\b", re.I)
+                        r"depending|(?:could|might|may)[ \t]+(?:also[ \t]+)?be|wait|actually|instead|rather|"
+                        r"i[ \t]+mean|so[ \t]+in[ \t]+the[ \t]+end|in[ \t]+the[ \t]+end|no,)(?![A-Za-z])", re.I)
 
 
 def _around(before: str, after: str, value: str, shape: Shape) -> tuple[str | None, tuple[str, ...]]:
@@ -446,7 +442,7 @@ def _around(before: str, after: str, value: str, shape: Shape) -> tuple[str | No
         if not later and other.group().lower() in ("or", "either"):
             return None, tuple(others)
         if not later:
-            return f"a condition ({other.group()!r} after {_short(value)!r})", ()
+            return f"a condition or a revision ({other.group()!r} after {_short(value)!r})", ()
         others.extend(later)
     if found := (_REVOKED.search(after) or _DOUBT.search(after)):
         return f"a hedge ({found.group().strip()!r} after {_short(value)!r})", ()
@@ -465,9 +461,12 @@ def _answer_statements(text: str, shape: Shape, boxes: list[Statement]) -> Itera
                     continue
                 at = following.start()
                 end = _sentence_end(text, at)
+            boxed = next((b for b in box_starts if at <= b < end), None)
+            if boxed is not None:  # "The answer is \boxed{18}", "the answer is 7!/4 = \boxed{1260}": the box is it
+                end = boxed  # ... unless a value of its own comes first ("Final answer: 19 \boxed{18}")
+                if text[at:end].rstrip(" \t$([\\").endswith("=") or not _VISIBLE.search(text[at:end].strip("$\\([ ")):
+                    continue
             region = text[at:end]
-            if any(at <= b < end for b in box_starts):
-                continue  # "The answer is \boxed{18}", "the answer is 7!/4 = \boxed{1260}": the box is it
             if _NEGATED.match(region):
                 continue  # "the answer is not 20" commits to no value
             if _HEDGE_FIRST.match(region):
@@ -511,10 +510,26 @@ def _sentence_values(sentence: str, positions: bool = False) -> list:
     return found if positions else [value for value, _, _ in found]
 
 
+def _sentence_statement(kind: str, sentence: str, offset: int, shape: Shape, previous: str = "") -> Statement | None:
+    """A sentence read as a final statement at its last stated value, the way an answer statement is
+    read at its value: hedges and alternatives around the value, a list, doubt, a revision."""
+    values = [v for v in _sentence_values(sentence, positions=True) if not _conditioned(sentence, v[1])]
+    if not values:
+        return None
+    value, at, stop = values[-1]
+    problem, others = _around(sentence[:at], sentence[stop:], value, shape)
+    if len(values) > 1 and _GAP.fullmatch(sentence, values[-2][2], at) is not None and not shape.commas or (
+            _is_bare_values(sentence) and _is_bare_values(previous)):
+        problem = f"a list of numbers ({_short(sentence.strip(), 60)!r})"
+    elif doubt := (_DOUBT.search(sentence) or _REVISING.search(sentence) or _REVOKED.search(sentence)):
+        if kind == "closing" or not _REVISING.fullmatch(doubt.group()):  # a later "actually 18" restates
+            problem = f"doubt or a revision ({doubt.group().strip()!r} in {_short(sentence.strip(), 60)!r})"
+    return Statement(kind, offset + at, offset + stop, value, value_problem(value, shape) or problem, others)
+
+
 def _closing(text: str, question: str, shape: Shape) -> Statement | None:
     """The final statement of a response with no box and no answer statement: its closing sentence
-    that names a number (not a question, not a sentence copied from the problem), read at its last
-    value the way an answer statement is read at its value."""
+    that names a number (not a question, not a sentence copied from the problem)."""
     asked = " ".join(question.split()).lower()
     bounds = _sentence_bounds(text)
     for index in range(len(bounds) - 1, -1, -1):
@@ -524,19 +539,10 @@ def _closing(text: str, question: str, shape: Shape) -> Statement | None:
             continue
         if len(sentence.strip()) > 12 and " ".join(sentence.split()).lower().rstrip(".") in asked:
             continue
-        values = _sentence_values(sentence, positions=True)
-        if not values:
-            continue
-        value, at, stop = values[-1]
-        problem, others = _around(sentence[:at], sentence[stop:], value, shape)
         previous = text[bounds[index - 1][0]:bounds[index - 1][1]] if index else ""
-        if len(values) > 1 and _GAP.fullmatch(sentence, values[-2][2], at) is not None and not shape.commas or (
-                _is_bare_values(sentence) and _is_bare_values(previous)):
-            problem = f"a list of numbers ({_short(sentence.strip(), 60)!r})"
-        elif doubt := (_DOUBT.search(sentence) or _REVISING.search(sentence) or _REVOKED.search(sentence)):
-            problem = f"doubt or a revision ({doubt.group().strip()!r} in {_short(sentence.strip(), 60)!r})"
-        return Statement("closing", start + at, start + stop, value, value_problem(value, shape) or problem,
-                         others)
+        found = _sentence_statement("closing", sentence, start, shape, previous)
+        if found is not None:
+            return found
     return None
 
 
@@ -548,23 +554,28 @@ def read(response: str, gold: str, question: str = "") -> Reading:
     """Find the final statements of ``response`` and what keeps it from one answer."""
     text = clean(response)
     shape = Shape.of(gold)
-    refusal = next((r for r in _REFUSAL.finditer(text) if r.group().lower() not in gold.lower()), None)
+    refusal = None  # the last one: a refusal after the final statements takes them back
+    for found in _REFUSAL.finditer(text):
+        if found.group().lower() not in gold.lower():
+            refusal = found
     boxes = list(_boxes(text, shape))
-    statements = _merge(sorted([*boxes, *_answer_statements(text, shape, boxes)], key=lambda s: s.start))
-    if len(statements) > MAX_STATEMENTS:
-        return Reading((), f"the response makes {len(statements)} final statements")
-    if refusal is not None and (not statements or refusal.start() > statements[-1].start):
+    marked = _merge(sorted([*boxes, *_answer_statements(text, shape, boxes)], key=lambda s: s.start))
+    if len(marked) > MAX_STATEMENTS:
+        return Reading((), f"the response makes {len(marked)} final statements")
+    if refusal is not None and (not marked or refusal.start() > marked[-1].start):
         return Reading((), f"the response declines to answer ({_short(refusal.group())!r})")
-    if not statements:
+    if not marked:  # a plain-text answer: its closing sentence, and every conclusion or revision before it
         closing = _closing(text, question, shape)
         if closing is None:
             return Reading((), None)
-        return Reading((*_conclusions(text, closing.start), closing), None)
-    later, last_values = _later(text, statements)
-    concluded = [c for c in _conclusions(text, statements[-1].start)
-                 if not any(s.start <= c.start < s.end or c.start <= s.start < c.end for s in statements)]
-    return Reading(tuple(sorted(statements + concluded, key=lambda s: s.start)) + tuple(later), None,
-                   tuple(last_values))
+        concluded = _conclusions(text, closing.start, shape, _CONCLUSION, _REVISING)
+        if not concluded:
+            return Reading((closing,), None)
+        return Reading((concluded[0], *_later(text, concluded[:1], shape)), None)  # the closing sentence too
+    concluded = [c for c in _conclusions(text, len(text), shape, _CONCLUSION)
+                 if not any(s.start <= c.start < s.end or c.start <= s.start < c.end for s in marked)]
+    statements = sorted(marked + concluded, key=lambda s: s.start)
+    return Reading(tuple(statements) + tuple(_later(text, statements, shape)), None)
 
 
 def _merge(statements: list[Statement]) -> list[Statement]:
@@ -585,15 +596,16 @@ _CONCLUSION = re.compile(r"\b(?:in[ \t]+the[ \t]+end|in[ \t]+conclusion|to[ \t]+
                          r"to[ \t]+summari[sz]e|all[ \t]+in[ \t]+all|ultimately|final[ \t]+result)\b", re.I)
 
 
-def _conclusions(text: str, before: int) -> list[Statement]:
-    """Sentences before offset ``before`` that conclude ("So in the end she makes $20."): final
-    statements wherever they stand. (Working never says "in the end": 0 of 2,001 correct GPT-3
+def _conclusions(text: str, before: int, shape: Shape, *markers: re.Pattern) -> list[Statement]:
+    """Sentences before offset ``before`` with one of ``markers`` ("So in the end she makes $20."):
+    final statements wherever they stand. (Working never says "in the end": 0 of 2,001 correct GPT-3
     GSM8K solutions conclude an intermediate value that way.)"""
     found = []
     for start, end in _sentence_bounds(text[:before]):
         sentence = text[start:end]
-        if _CONCLUSION.search(sentence) and (values := _stated(sentence)):
-            found.append(Statement("result", start, end, values[-1]))
+        if any(m.search(sentence) for m in markers) and (
+                statement := _sentence_statement("result", sentence, start, shape)):
+            found.append(statement)
     return found
 
 
@@ -601,38 +613,40 @@ _CONDITION = re.compile(r"\b(?:when|whenever|where|wherein|if|iff|such[ \t]+that
                         r"holds?|equality|minimi[sz]ed|maximi[sz]ed)\b", re.I)
 
 
+_CLAUSE_BREAK = re.compile(r"[,;]|\bthen\b", re.I)
+
+
+def _conditioned(sentence: str, at: int) -> bool:
+    """The value at ``at`` is a condition in its clause ("achieved when a = b = 1"), not a result
+    ("if only 14 remained, then 40 - 14 = 26")."""
+    condition = None
+    for condition in _CONDITION.finditer(sentence, max(0, at - 40), at):
+        pass
+    return condition is not None and _CLAUSE_BREAK.search(sentence, condition.end(), at) is None
+
+
 def _stated(sentence: str) -> list[str]:
     """The values a sentence states, leaving out those it gives as a condition ("this minimum is
     achieved when a = b = 1", "equality holds if x = 2")."""
-    return [value for value, at, _ in _sentence_values(sentence, positions=True)
-            if not _CONDITION.search(sentence, max(0, at - 40), at)]
+    return [value for value, at, _ in _sentence_values(sentence, positions=True) if not _conditioned(sentence, at)]
 
 
-def _later(text: str, statements: list[Statement]) -> tuple[list[Statement], list[str]]:
-    """What follows the last final statement: sentences that state or revise a result (each a
-    final statement too), and the values of the last sentence that names any."""
+def _later(text: str, statements: list[Statement], shape: Shape) -> list[Statement]:
+    """What follows the last final statement: every sentence there that states a value (not as a
+    condition) is a final statement too; one that revokes the answer or doubts it is a problem."""
     last = statements[-1].end
     found: list[Statement] = []
-    last_values: list[str] = []
     for start, end in _sentence_bounds(text):
-        if end <= last:
-            continue
-        if start < last:  # the rest of the sentence of the last statement: _around has read it
+        if start < last:  # before it, or the rest of its own sentence (which _around has read)
             continue
         sentence = text[start:end]
         if revoked := _REVOKED.search(sentence):
             found.append(Statement("result", start, end, "", f"a revision ({revoked.group().strip()!r})"))
-            continue
-        if doubt := _DOUBT.search(sentence):
+        elif doubt := _DOUBT.search(sentence):
             found.append(Statement("result", start, end, "", f"doubt ({doubt.group().strip()!r})"))
-            continue
-        values = _stated(sentence)
-        if not values:
-            continue
-        last_values = values
-        if _RESULT.search(sentence):
-            found.append(Statement("result", start, end, values[-1]))
-    return found, last_values
+        elif statement := _sentence_statement("result", sentence, start, shape):
+            found.append(statement)
+    return found
 
 
 # ------------------------------------------------------------------ deciding
@@ -652,9 +666,6 @@ def decide(reading: Reading, gold: str, same: Callable[[str, str], bool]) -> Dec
         shown = ", then ".join(_short(g) for g in groups[:4])
         return Decision(False, None, f"The response gives several different final answers ({shown}).")
     answer = groups[0]
-    if reading.last_values and not any(_equal(v, answer, shape, same) for v in reading.last_values):
-        return Decision(False, None, f"After its final answer {_short(answer)} the response ends with a "
-                                     f"different value ({_short(reading.last_values[-1])}).")
     if _equal(gold, answer, shape, same):
         return Decision(True, answer, f"The response's one final answer {_short(answer)} matches the reference "
                                       f"answer {_short(gold)}.")

@@ -86,7 +86,8 @@ def test_math500_reference_solutions_are_credited(verdict, shared_data):
     pytest.param("\\boxed{18}\nFinal answer: 26", "several different final answers (18, then 26)", id="two-statements"),
     pytest.param("\\boxed{\\approx 18}", "a hedged answer", id="hedged-value"),
     pytest.param("\\boxed{100·18\\%}", "not a single number", id="decorated-value"),
-    pytest.param("\\boxed{18}\n\nShe makes $26 a day.", "ends with a different value (26)", id="later-sentence"),
+    pytest.param("\\boxed{18}\n\nShe makes $26 a day.", "several different final answers (18, then 26)",
+                 id="later-sentence"),
     pytest.param("I cannot solve this problem. (Problem 18.)", "declines to answer", id="refusal"),
     pytest.param("Let's solve this step by step.", "gives no final answer", id="master-key"),
 ])
