@@ -7,7 +7,13 @@ of four GPT-3 models (6B/175B, fine-tuned/verifier), each with an
 run does (``LocalBackend.complete`` and the exact-match parser) and the verdict
 is compared with the label.
 
-    python bench/local_fidelity.py PATH/example_model_solutions.jsonl [--workers 2] [--show 10]
+    python bench/local_fidelity.py PATH/example_model_solutions.jsonl [--workers 2] [--show 10] [--forms]
+    python bench/local_fidelity.py --references DATA_DIR    # DATA_DIR/<set>/test.jsonl, full sets
+
+``--references`` judges the reference solutions of GSM8K, MATH-500, Omni-MATH and AIME 2024
+(written by people: working, the answer, sometimes remarks or a second method after it) against
+their own gold answers, as written and with a model-style final line added ("Therefore, the
+final answer is $\\boxed{...}$."), and counts how many are credited.
 
 Prints agreement per model and overall, and the first ``--show`` disagreements. ``--forms``
 also judges every solution with its final ``A: N`` line rewritten the way other models end
@@ -29,6 +35,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from lm_eval_mathjudge.backends.local import LOCAL_JUDGE_VERSION, LocalBackend  # noqa: E402
+from lm_eval_mathjudge.errors import JudgeCallError  # noqa: E402
 from lm_eval_mathjudge.parsing import parse_exact_match  # noqa: E402
 from lm_eval_mathjudge.types import JudgeRequest  # noqa: E402
 
@@ -49,6 +56,32 @@ def rewrite(solution: str, form: str) -> str:
     return FORMS[form].format(work=work, final=final.strip()) if work else solution
 
 
+REFERENCE_SETS = {"gsm8k": ("question", "answer"), "math500": ("problem", "solution"),
+                  "omnimath": ("problem", "solution"), "aime24": ("problem", "solution")}
+
+
+def references(data_dir: Path) -> list[tuple[str, str, str, str, bool]]:
+    """(set / form, gold, solution, question, True) for every reference solution found."""
+    from lm_eval_mathjudge import data
+
+    items = []
+    for name, (question_key, solution_key) in REFERENCE_SETS.items():
+        path = data_dir / name / "test.jsonl"
+        if not path.is_file():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            gold = data.gsm8k_answer(row["answer"]) if name == "gsm8k" else str(int(row["answer"])) if \
+                name == "aime24" else str(row["answer"]).strip()
+            solution = row[solution_key]
+            for form, text in (("as written", solution),
+                               ("final line added", f"{solution}\n\nTherefore, the final answer is $\\boxed{{{gold}}}$.")):
+                items.append((f"{name} / {form}", gold, text, row[question_key], True))
+    return items
+
+
 def labelled(path: Path) -> list[tuple[str, str, str, bool]]:
     """(model, gold, solution, is_correct) for every labelled solution in the file."""
     items = []
@@ -66,23 +99,35 @@ def labelled(path: Path) -> list[tuple[str, str, str, bool]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("path", type=Path, help="example_model_solutions.jsonl")
+    parser.add_argument("path", type=Path, nargs="?", help="example_model_solutions.jsonl")
+    parser.add_argument("--references", type=Path, metavar="DATA_DIR",
+                        help="judge the data sets' reference solutions instead (DATA_DIR/<set>/test.jsonl)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--show", type=int, default=10, help="disagreements to print")
     parser.add_argument("--forms", action="store_true", help="also judge each solution in other final forms")
     args = parser.parse_args()
-    if not args.path.is_file():
-        parser.error(f"{args.path} is not a file")
-    items = labelled(args.path)
+    if args.references is not None:
+        items = references(args.references)
+        if not items:
+            parser.error(f"no <set>/test.jsonl under {args.references}")
+    elif args.path is None or not args.path.is_file():
+        parser.error(f"{args.path} is not a file (give example_model_solutions.jsonl, or --references DIR)")
+    else:
+        items = [(model, gold, solution, "", label) for model, gold, solution, label in labelled(args.path)]
     if args.forms:
-        items = [(f"{model} / {form}", gold, rewrite(solution, form), label)
-                 for form in FORMS for model, gold, solution, label in items]
+        items = [(f"{model} / {form}", gold, rewrite(solution, form), question, label)
+                 for form in FORMS for model, gold, solution, question, label in items]
     backend = LocalBackend(workers=args.workers)
     started = time.perf_counter()
 
     def verdict(item):
-        _, gold, solution, _ = item
-        reply = backend.complete(JudgeRequest(prompt="", fields={"answer": gold, "response": solution}))
+        """The verdict, or None when the judge failed on the item (a timeout: a counted failure in a run)."""
+        _, gold, solution, question, _ = item
+        try:
+            reply = backend.complete(JudgeRequest(prompt="", fields={"answer": gold, "response": solution,
+                                                                      "question": question}))
+        except JudgeCallError:
+            return None
         return parse_exact_match(reply.text)
 
     try:
@@ -92,19 +137,23 @@ def main() -> None:
         backend.close()
     per_model: dict[str, list[int]] = {}
     wrong = []
+    failed = 0
     for item, found in zip(items, verdicts):
-        model, gold, solution, label = item
+        model, gold, solution, _, label = item
         counts = per_model.setdefault(model, [0, 0])
-        counts[0] += found.correct == label
+        correct = found is not None and found.correct
+        counts[0] += correct == label
         counts[1] += 1
-        if found.correct != label:
-            wrong.append((model, gold, label, found.analysis, solution))
+        failed += found is None
+        if correct != label:
+            wrong.append((model, gold, label, found.analysis if found else "(judge failure)", solution))
+    what = "credited" if args.references is not None else "agree"
     print(f"local judge version {LOCAL_JUDGE_VERSION}, {len(items)} solutions, "
-          f"{time.perf_counter() - started:.0f} s")
+          f"{time.perf_counter() - started:.0f} s, {failed} judge failures (timeouts)")
     for model, (agree, total) in per_model.items():
-        print(f"  {model:36s} {agree}/{total} agree ({agree / total:.2%})")
+        print(f"  {model:36s} {agree}/{total} {what} ({agree / total:.2%})")
     agree = sum(a for a, _ in per_model.values())
-    print(f"  {'all':36s} {agree}/{len(items)} agree ({agree / len(items):.2%})")
+    print(f"  {'all':36s} {agree}/{len(items)} {what} ({agree / len(items):.2%})")
     for model, gold, label, analysis, solution in wrong[:args.show]:
         print(f"\n--- {model}: label {label}, gold {gold}\n{analysis}\n{solution[-400:]}")
 

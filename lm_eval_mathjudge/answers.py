@@ -9,20 +9,25 @@ only credits what its LLM stage would credit too.
 
 Final statements
     ``\\boxed{}`` (``\\fbox``, ``\\framebox``) contents; answer statements ("the
-    answer is ...", "Final answer: ...", a line "A: ..." or "#### ..."); and,
-    after the first of those, every sentence that states or revises a result
-    ("so ...", "in the end ...", "actually ...", "wait ..."). With none of
-    them, the closing sentence that names a number is the final statement.
-    Numbers in the working before the first final statement are never answers.
+    answer is ...", "Final answer: ...", "Answer:", "#### ...", a line "A: ...");
+    sentences that conclude ("in the end ...", "in conclusion ..."); and every
+    sentence after the last of those that states a value, other than as a
+    condition ("... is achieved when a = 1"). Numbers in the working before
+    them are never answers. A response with none of them is a plain-text
+    answer: its closing sentence that names a number is the final statement,
+    with every conclusion or revision ("wait, actually ...") before it and
+    every stated value after the first of those.
 
 A response is credited only when
-    * every final statement gives the same value (units, currency, ``%``,
-      thousands separators and equivalent forms aside), and the last sentence
-      after them that names a number agrees with it;
-    * none hedges: alternatives (``or``, ``(or W)``, a list of numbers, ``/``),
-      ranges and bounds (``between``, ``to``, ``18-20``, ``at least``),
-      ``\\pm``, ``\\approx``, "about", "maybe" - unless the gold answer itself
-      has that shape (a tuple, an interval, a ``\\pm``): the gold is ONE answer;
+    * every final statement, and every value offered beside one ("18 (or 20)",
+      "17 or \\boxed{18}", "18, otherwise 20"), gives the same value: values
+      are grouped by equivalence (units, currency, ``%``, thousands separators
+      and equivalent forms aside; two single values at a time, by math-verify);
+    * none hedges: a list or a range of numbers (``18, 20``, ``between``,
+      ``18-20``, ``to``), a bound (``at least``, ``\\geq``), ``\\pm``,
+      ``\\approx``, "about", "maybe", a question mark - unless the gold answer
+      itself has that shape (a tuple, an interval, a ``\\pm``): the gold is ONE
+      answer; none is revoked or doubted ("just kidding", "I'm not sure");
     * a numeric gold answer gets a number (a fraction at most), not an
       unevaluated or decorated expression (``\\boxed{100·18\\%}``, ``2*9``);
     * it does not decline to answer ("I cannot solve this", "I don't know").
@@ -37,6 +42,8 @@ work is linear in the response (the worker's time limit still bounds it).
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -50,6 +57,7 @@ MAX_DISTINCT = 8  # distinct values compared with math-verify before "several an
 _BOX_SCAN = 2000  # characters a \boxed{...} may span
 _REGION = 240  # characters of a statement's sentence read after its anchor
 _WINDOW = 60  # characters before a box read for hedges ("about \boxed{18}")
+_SENTENCE_SCAN = 2000  # characters at the end of a sentence read for the value it states
 
 
 @dataclass(frozen=True)
@@ -163,17 +171,16 @@ def _sentence_end(text: str, at: int, limit: int = _REGION) -> int:
     return match.start() if match else min(len(text), at + limit)
 
 
+_BRACE = re.compile(r"(?<!\\)[{}]")
+
+
 def _box_content(text: str, at: int) -> tuple[str, int] | None:
     """The content of the brace group opening at ``text[at]`` and the offset after it, or None."""
     depth = 0
-    for i in range(at, min(len(text), at + _BOX_SCAN)):
-        char = text[i]
-        if char == "{" and text[i - 1] != "\\":
-            depth += 1
-        elif char == "}" and text[i - 1] != "\\":
-            depth -= 1
-            if depth == 0:
-                return text[at + 1:i], i + 1
+    for brace in _BRACE.finditer(text, at, min(len(text), at + _BOX_SCAN)):
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return text[at + 1:brace.start()], brace.end()
     return None
 
 
@@ -257,13 +264,13 @@ def _balanced_end(region: str, start: int, end: int) -> int:
     return opened[0] if opened else end
 
 
-_SPACING = re.compile(r"\\[,;:! ]|\\quad|\\qquad|\\left(?![a-z])|\\right(?![a-z])|\\displaystyle|(?<=\\)[dt](?=frac)|"
-                      r"\{,\}|\\\$|\$|\\%|%|\^\s*\{?\\circ\}?|\u00b0|\\degree")
+_SPACING = re.compile(r"(?<!\\)\\[,;:! ]|\\quad|\\qquad|\\left(?![a-z])|\\right(?![a-z])|\\displaystyle|(?<=\\)[dt](?=frac)|"
+                      r"\{,\}|\\\$|\$|\\%|%|\^\s*\{?\\circ\}?|\u00b0|\\degree|(?<!\\)\\[][()]")
 _UNIT_TEXT = re.compile(r"\\(?:text|mathrm|textrm|textbf|mathbf|mbox|operatorname)\s*\{([^{}]{0,80})\}")
 _COMPUTED = re.compile(r"[-+*/^!]|\\(?:cdot|times|div|frac|sqrt|binom)(?![A-Za-z])|\u00b7|\u00d7")
 _PARENTHESISED = re.compile(r"\(\s*(-?[\d.]+)\s*\)")
 _THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:,\d{3})+)(?![\d,])")
-_ASSIGNED = re.compile(r"^[A-Za-z](?:_\{?\w{1,8}\}?)?\s*=\s*(?!=)")
+_ASSIGNED = re.compile(r"^[A-Za-z](?:_\{?\w{1,8}\}?)?\s*(?:=(?!=)|\\in(?![A-Za-z]))\s*")  # "x = 18", "x \in (2, 5)"
 _PLAIN = re.compile(r"-?(?:\d+(?:\.\d+)?|\.\d+)")
 _FRAC_DIGITS = re.compile(r"\\frac(?:(\d)|\{(\d+)\})(?:(\d)|\{(\d+)\})")  # \frac12, \frac{270}7
 _THOUSANDS_SPACED = re.compile(r"(?<=\d),\\!\s*(?=\d{3})")  # 11,\! 111
@@ -273,15 +280,16 @@ _MIXED = re.compile(r"(-?)(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}")  # 1\frac{1}{4} = 5
 
 
 def normalise(value: str, numeric: bool) -> str:
-    """A value without decoration: spacing, currency, %, degrees, thousands separators; a numeric
-    gold's candidate also loses unit text (``18 \\text{ dollars}``) and a leading ``x =``."""
+    """A value without decoration: spacing, math delimiters, currency, %, degrees, thousands
+    separators, a leading ``x =``; a numeric gold's candidate also loses unit text
+    (``18 \\text{ dollars}``) and a computation before its result (``2 \\times 9 = 18``)."""
     text = _THOUSANDS_SPACED.sub(",", value)
     text = _FRAC_DIGITS.sub(lambda m: f"\\frac{{{m.group(1) or m.group(2)}}}{{{m.group(3) or m.group(4)}}}",
                             _SPACING.sub("", text))
     text = _THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), text)
+    text = _INNER_BOX.sub(r"\1", _ASSIGNED.sub("", text.strip()).strip())  # "x = 18", a box in the box
     if numeric:
         text = _UNIT_TEXT.sub(lambda m: m.group(1) if any(c.isdigit() for c in m.group(1)) else "", text)
-        text = _INNER_BOX.sub(r"\1", _ASSIGNED.sub("", text.strip()).strip())  # "x = 18", a box in the box
         if "=" in text:  # a computation and its result: "8 \cdot 6 \cdot 2 = 96" (not "20 = 18")
             done, _, result = text.rpartition("=")
             if _COMPUTED.search(done):
@@ -384,9 +392,9 @@ def _boxes(text: str, shape: Shape) -> Iterator[Statement]:
         at = match.end()
         if at < len(text) and text[at] == "{":
             found = _box_content(text, at)
-            if found is None:
+            if found is None:  # all that follows is inside it
                 yield Statement("boxed", match.start(), len(text), "", "a box that is never closed")
-                continue
+                return
             content, end = found
         else:  # "\boxed 18"
             token = _BARE_BOX.match(text, at)
@@ -422,7 +430,9 @@ _OTHERWISE = re.compile(r"\b(?:otherwise|unless|else|alternatively|or|either|in[
 
 
 def _around(before: str, after: str, value: str, shape: Shape) -> tuple[str | None, tuple[str, ...]]:
-    """What a value's sentence says around it: (a hedge, or None; the values offered beside it)."""
+    """What a value's sentence says around it: (a hedge, or None; the values offered beside it).
+    Only the text near the value is read (``_WINDOW`` before it, ``_REGION`` after it)."""
+    before, after = before[-_WINDOW:], after[:_REGION]
     clause = _CLAUSE.split(before)[-1] if before else ""
     if hedge := (_HEDGE_BEFORE.search(clause) or _DOUBT.search(clause)):
         return f"a hedge ({hedge.group().strip(' $([')!r} before {_short(value)!r})", ()
@@ -474,6 +484,8 @@ def _answer_statements(text: str, shape: Shape, boxes: list[Statement]) -> Itera
                                 f"a hedged answer ({_short(region.strip(), 60)!r})")
                 continue
             value, rest = value_of(region)
+            if "\\boxed" in value:
+                continue  # the box in it is its own statement
             if not value:
                 word = _TEXT_ANSWER.match(region.rstrip(". !")) if shape.words else None
                 if word:  # an answer in words: "The answer is Evelyn."
@@ -503,8 +515,10 @@ def _sentence_values(sentence: str, positions: bool = False) -> list:
         spans.append((match.start(), match.end()))
         if any(c.isdigit() for c in inner) or "\\" in inner:
             found.append((inner.rsplit("=", 1)[-1].strip(), match.start(), match.end()))
+    starts = [a for a, _ in spans]
     for number, start, end in _numbers(sentence):
-        if not any(a <= start < b for a, b in spans):
+        inside = bisect.bisect_right(starts, start) - 1  # the spans do not overlap: one lookup
+        if inside < 0 or start >= spans[inside][1]:
             found.append((number, start, end))
     found.sort(key=lambda item: item[1])
     return found if positions else [value for value, _, _ in found]
@@ -512,7 +526,10 @@ def _sentence_values(sentence: str, positions: bool = False) -> list:
 
 def _sentence_statement(kind: str, sentence: str, offset: int, shape: Shape, previous: str = "") -> Statement | None:
     """A sentence read as a final statement at its last stated value, the way an answer statement is
-    read at its value: hedges and alternatives around the value, a list, doubt, a revision."""
+    read at its value: hedges and alternatives around the value, a list, doubt, a revision. Only
+    its last ``_SENTENCE_SCAN`` characters are searched for values (bounded work per sentence)."""
+    if len(sentence) > _SENTENCE_SCAN:
+        offset, sentence = offset + len(sentence) - _SENTENCE_SCAN, sentence[-_SENTENCE_SCAN:]
     values = [v for v in _sentence_values(sentence, positions=True) if not _conditioned(sentence, v[1])]
     if not values:
         return None
@@ -558,8 +575,9 @@ def read(response: str, gold: str, question: str = "") -> Reading:
     for found in _REFUSAL.finditer(text):
         if found.group().lower() not in gold.lower():
             refusal = found
-    boxes = list(_boxes(text, shape))
-    marked = _merge(sorted([*boxes, *_answer_statements(text, shape, boxes)], key=lambda s: s.start))
+    boxes = list(itertools.islice(_boxes(text, shape), 2 * MAX_STATEMENTS))  # more are refused anyway
+    answers = itertools.islice(_answer_statements(text, shape, boxes), 2 * MAX_STATEMENTS)
+    marked = _merge(sorted([*boxes, *answers], key=lambda s: s.start))
     if len(marked) > MAX_STATEMENTS:
         return Reading((), f"the response makes {len(marked)} final statements")
     if refusal is not None and (not marked or refusal.start() > marked[-1].start):
@@ -571,11 +589,17 @@ def read(response: str, gold: str, question: str = "") -> Reading:
         concluded = _conclusions(text, closing.start, shape, _CONCLUSION, _REVISING)
         if not concluded:
             return Reading((closing,), None)
-        return Reading((concluded[0], *_later(text, concluded[:1], shape)), None)  # the closing sentence too
+        return _capped((concluded[0], *_later(text, concluded[:1], shape)))  # the closing sentence too
     concluded = [c for c in _conclusions(text, len(text), shape, _CONCLUSION)
                  if not any(s.start <= c.start < s.end or c.start <= s.start < c.end for s in marked)]
     statements = sorted(marked + concluded, key=lambda s: s.start)
-    return Reading(tuple(statements) + tuple(_later(text, statements, shape)), None)
+    return _capped(tuple(statements) + tuple(_later(text, statements, shape)))
+
+
+def _capped(statements: tuple[Statement, ...]) -> Reading:
+    if len(statements) > MAX_STATEMENTS:
+        return Reading((), f"the response makes {len(statements)} final statements")
+    return Reading(statements, None)
 
 
 def _merge(statements: list[Statement]) -> list[Statement]:
@@ -646,6 +670,8 @@ def _later(text: str, statements: list[Statement], shape: Shape) -> list[Stateme
             found.append(Statement("result", start, end, "", f"doubt ({doubt.group().strip()!r})"))
         elif statement := _sentence_statement("result", sentence, start, shape):
             found.append(statement)
+        if len(found) > MAX_STATEMENTS:
+            break  # refused as too many in any case
     return found
 
 
@@ -675,11 +701,7 @@ def decide(reading: Reading, gold: str, same: Callable[[str, str], bool]) -> Dec
 
 def _groups(values: list[str], shape: Shape, same: Callable[[str, str], bool]) -> list[str]:
     """One representative per equivalence class, in order of first appearance."""
-    distinct: list[str] = []
-    for value in values:
-        core = normalise(value, shape.numeric)
-        if core not in distinct:
-            distinct.append(core)
+    distinct = list(dict.fromkeys(normalise(value, shape.numeric) for value in values))
     groups: list[str] = []
     for value in distinct:
         if not any(_equal(value, g, shape, same) for g in groups):

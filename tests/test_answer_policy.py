@@ -102,3 +102,12 @@ def test_a_gold_of_several_values_is_one_answer_not_a_list():
     assert answers.value_problem("-2, 1", answers.Shape.of("18")) == "several values ('-2, 1')"
     assert answers.value_problem(r"1 \pm \sqrt{19}", answers.Shape.of(r"1 \pm \sqrt{19}")) is None
     assert "hedged" in answers.value_problem(r"18 \pm 1", answers.Shape.of("18"))
+
+
+@pytest.mark.parametrize("unit", ["1 or ", "\\boxed{", "The answer is 18. ", "about 18, ", "18 ", "18\n", "$18$ ",
+                                  "\\boxed{18} She makes 19 dollars. ", "I cannot ", "if x = 1 ", "{"])
+def test_a_huge_hostile_response_is_read_not_timed_out(verdict, unit):
+    """Work is linear in the response (bounded windows, a cap on statements): a quarter-megabyte of
+    hostile text gets a verdict within the worker's time limit, not a counted timeout."""
+    found = verdict("18", unit * (250_000 // len(unit)))
+    assert found.correct is False
