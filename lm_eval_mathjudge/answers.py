@@ -92,7 +92,8 @@ _LABEL_BEFORE = re.compile(
 _MATH_SPAN = re.compile(r"\$\$([^$]{1,400})\$\$|\$([^$\n]{1,200})\$|\\\((.{1,200}?)\\\)|\\\[(.{1,400}?)\\\]", re.S)
 _SENTENCE_END = re.compile(  # "5!" is a factorial; "\boxed{18} She makes..." starts a new sentence
     r"\n|(?:\.|(?<=[A-Za-z])!|\?)(?=[\s\"')\]*_]|$)|(?<=[}$\d])(?=[ \t]+[A-Z][a-z])")
-_BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])[ \t]*(?:\[[^\]\n]{0,20}\])?[ \t]*")
+_BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])\s{0,3}(?:\[[^\]\n]{0,20}\])?\s{0,3}(?=\{)|"
+                  r"\\(?:boxed|fbox|framebox)(?![A-Za-z])[ \t]*")
 _ASY = re.compile(r"\[asy\]|\\begin\{asy\}")
 _ASY_END = {"[asy]": "[/asy]", "\\begin{asy}": "\\end{asy}"}
 
@@ -108,6 +109,7 @@ _INLINE_ANCHOR = re.compile(  # "the answer (to ...) is", "final answer:"; never
 
 # Words and signs that keep a statement from committing to one value.
 _HEDGE_SIGNS = re.compile(r"\\(?:pm|mp|approx|sim|simeq|lor|vee)(?![A-Za-z])|\u00b1|\u2213|\u2248|\u223c|"
+                          r"plus[ \t]+or[ \t]+minus|\+/-|"
                           r"\u2228|\\text\s*\{\s*(?:or|and|either|to)\b|\\(?:mathrm|textrm|mbox)\s*\{\s*or\b")
 _BOUND_SIGNS = re.compile(r"\\(?:le|ge|leq|geq|lt|gt|neq|ne|leqslant|geqslant)(?![A-Za-z])|[<>\u2264\u2265\u2260]")
 _HEDGE_WORDS = re.compile(
@@ -139,9 +141,18 @@ _REFUSAL = re.compile(
     r"\b(?:impossible|no[ \t]+way)[ \t]+to[ \t]+(?:say|tell|know|determine)\b|\brefus(?:e|ing|al)\b", re.I | re.M)
 # ------------------------------------------------------------------ cleaning
 
+_MARKUP = re.compile(  # HTML tags (<b>, </span>, <br/>), never "a<b and c>d"
+    r"</?(?:b|i|u|s|em|strong|span|div|p|br|sup|sub|font|mark|code|pre|small|big|strike|del|ins|h[1-6]|li|ul|"
+    r"ol|table|tr|td|th|a|hr|center|blockquote)(?:[ \t]+[A-Za-z-]{1,20}=(?:\"[^\"<>\n]{0,60}\"|'[^'<>\n]{0,60}'|"
+    r"[^\s<>]{1,60}))*[ \t]*/?>", re.I)
+_INVISIBLE = re.compile("[\u200b-\u200f\u2060\ufeff\u00ad]")
+
+
 def clean(text: str) -> str:
-    """The response as the policy reads it: no reasoning block, no calculator notes, no drawings."""
+    """The response as the policy reads it: no reasoning block, no calculator notes, no markup tags,
+    no invisible characters, no drawings."""
     text = CALCULATOR.sub("", drop_reasoning(text or ""))
+    text = _INVISIBLE.sub("", _MARKUP.sub(" ", text))
     text = text.replace("\r\n", "\n").replace("\u00a0", " ").replace("\u2212", "-").replace("\u2019", "'")
     if "asy" not in text:
         return text
@@ -182,6 +193,35 @@ def _box_content(text: str, at: int) -> tuple[str, int] | None:
         if depth == 0:
             return text[at + 1:brace.start()], brace.end()
     return None
+
+
+_SMALL = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+          "seventeen eighteen nineteen").split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 10 ** 6, "billion": 10 ** 9}
+_WORD_VALUE = {**{w: i for i, w in enumerate(_SMALL)}, **{w: 10 * (i + 2) for i, w in enumerate(_TENS)}}
+_WORD = "(?:" + "|".join([*_SMALL, *_TENS, *_SCALES]) + ")"
+_WORD_RUN = re.compile(rf"\b{_WORD}(?:(?:[ \t]+(?:and[ \t]+)?|[ \t]*-[ \t]*){_WORD})*\b", re.I)
+
+
+def _word_numbers(text: str) -> list[tuple[str, int, int]]:
+    """Numbers written in words ("twenty", "two hundred and five"), as digits with their offsets;
+    a lone "one" is left out (a pronoun as often as a number)."""
+    found = []
+    for match in _WORD_RUN.finditer(text):
+        words = re.findall(r"[a-z]+", match.group().lower())
+        if words == ["one"]:
+            continue
+        total = current = 0
+        for word in words:
+            if word in _WORD_VALUE:
+                current += _WORD_VALUE[word]
+            elif word == "hundred":
+                current = max(current, 1) * 100
+            elif word in _SCALES:
+                total, current = total + max(current, 1) * _SCALES[word], 0
+        found.append((str(total + current), match.start(), match.end()))
+    return found
 
 
 _LIST_ITEM = re.compile(r"[.)][ \t]")
@@ -381,6 +421,7 @@ _HEDGE_FIRST = re.compile(r"[ \t*_$]*(?:(?:is|be)[ \t]+)?(?:" + _HEDGE_WORDS.pat
 _TEXT_ANSWER = re.compile(r"[ \t*_\"'(]*([A-Za-z][\w' ()-]{0,40}?)[ \t*_\"')]*$")
 _DOUBT = re.compile(r"\b(?:maybe|perhaps|probably|possibly|not[ \t]+(?:sure|certain|confident)|unsure|uncertain|"
                     r"i[ \t]+think|i[ \t]+guess|(?:could|might|may)[ \t]+be[ \t]+wrong|not[ \t]+100%)", re.I)
+_TAKEN_BACK = re.compile(r"\b(?:actually|instead|rather|i[ \t]+mean|no,|nope|correction)(?![A-Za-z])", re.I)
 _REVISING = re.compile(r"\b(?:wait|actually|no,|correction|i[ \t]+mean|rather|instead|kidding|oops|"
                        r"on[ \t]+second[ \t]+thought)\b", re.I)
 _BARE = re.compile(r"[A-Za-z]{2,}")
@@ -416,17 +457,21 @@ _HEDGE_BEFORE = re.compile(
     r"(?:\b(?:about|around|approximately|approx|roughly|nearly|almost|maybe|perhaps|probably|possibly|"
     r"at[ \t]+least|at[ \t]+most|more[ \t]+than|less[ \t]+than|fewer[ \t]+than|up[ \t]+to|between|"
     r"somewhere[ \t]+near|close[ \t]+to|estimated?|(?:no|not)[ \t]+(?:more|less|fewer)[ \t]+than|upwards[ \t]+of|"
-    r"in[ \t]+excess[ \t]+of|under|over)|~|\u2248|\\approx|\\sim)[ \t]*(?:is[ \t]+|be[ \t]+)?"
-    r"[$(\[\\ \t]*$", re.I)
-_OR_BEFORE = re.compile(r"(?:\b(?:or|either|and/or|nor)|/)[ \t]*(?:is[ \t]+)?[$(\[\\ \t]*$", re.I)
+    r"in[ \t]+excess[ \t]+of|under|over|circa|ca\.)|~|\u2248|\\approx|\\sim)[ \t]*(?:is[ \t]+|be[ \t]+)?"
+    r"[$(\[\\ \t*_]*$", re.I)
+_OR_BEFORE = re.compile(r"(?:\b(?:or|either|and/or|nor)|/)[ \t*_]*(?:is[ \t]+)?[$(\[\\ \t*_]*$", re.I)
 _HEDGE_AFTER = re.compile(
     r"^[ \t$*_),;:(]*(?:or\b(?![ \t$]*\\boxed)|approx|roughly|about\b|around\b|maybe|perhaps|probably|possibly|give[ \t]+or[ \t]+take|"
-    r"more[ \t]+or[ \t]+less|at[ \t]+(?:least|most)|or[ \t]+so|-?ish\b|\?|\+/-|\+(?![ \t]*\d))", re.I)
+    r"more[ \t]+or[ \t]+less|at[ \t]+(?:least|most)|or[ \t]+so|-?ish\b|\?|\+/-|\+(?![ \t]*\d)|plus[ \t]+or[ \t]+minus|"
+    r"circa)", re.I)
 
 
 _OTHERWISE = re.compile(r"\b(?:otherwise|unless|else|alternatively|or|either|in[ \t]+which[ \t]+case|if[ \t]+not|"
                         r"depending|(?:could|might|may)[ \t]+(?:also[ \t]+)?be|wait|actually|instead|rather|"
                         r"i[ \t]+mean|so[ \t]+in[ \t]+the[ \t]+end|in[ \t]+the[ \t]+end|no,)(?![A-Za-z])", re.I)
+
+
+_RUN_ON = re.compile(r"(?<=[a-z0-9$}.,;:])[ \t]+(?=(?!I\b)[A-Z][a-z])")
 
 
 def _around(before: str, after: str, value: str, shape: Shape) -> tuple[str | None, tuple[str, ...]]:
@@ -456,6 +501,9 @@ def _around(before: str, after: str, value: str, shape: Shape) -> tuple[str | No
         others.extend(later)
     if found := (_REVOKED.search(after) or _DOUBT.search(after)):
         return f"a hedge ({found.group().strip()!r} after {_short(value)!r})", ()
+    run_on = _RUN_ON.search(after)  # "Final answer: 18 dollars She makes $19 a day": a new sentence
+    if run_on is not None:
+        others.extend(_stated(after[run_on.end():]))
     return None, tuple(others)
 
 
@@ -486,6 +534,9 @@ def _answer_statements(text: str, shape: Shape, boxes: list[Statement]) -> Itera
             value, rest = value_of(region)
             if "\\boxed" in value:
                 continue  # the box in it is its own statement
+            spelled = _word_numbers(region[:40].lstrip(_LEAD_DECOR))
+            if not value and spelled and spelled[0][1] == 0:  # "The answer is twenty."
+                value, rest = spelled[0][0], region.lstrip(_LEAD_DECOR)[spelled[0][2]:]
             if not value:
                 word = _TEXT_ANSWER.match(region.rstrip(". !")) if shape.words else None
                 if word:  # an answer in words: "The answer is Evelyn."
@@ -503,9 +554,10 @@ def _is_math(inner: str) -> bool:
     return _WORDY.search(_UNIT_TEXT.sub("", inner)) is None or "\\" in inner
 
 
-def _sentence_values(sentence: str, positions: bool = False) -> list:
+def _sentence_values(sentence: str, positions: bool = False, words: bool = False) -> list:
     """The values a sentence names, in order: its math spans (the side after the last "=") and the
-    numbers outside them; with ``positions``, as (value, start, end)."""
+    numbers outside them (with ``words``, numbers in words too); with ``positions``, as (value,
+    start, end)."""
     found: list[tuple[str, int, int]] = []
     spans: list[tuple[int, int]] = []
     for match in _MATH_SPAN.finditer(sentence):
@@ -516,7 +568,7 @@ def _sentence_values(sentence: str, positions: bool = False) -> list:
         if any(c.isdigit() for c in inner) or "\\" in inner:
             found.append((inner.rsplit("=", 1)[-1].strip(), match.start(), match.end()))
     starts = [a for a, _ in spans]
-    for number, start, end in _numbers(sentence):
+    for number, start, end in (_numbers(sentence) + _word_numbers(sentence) if words else _numbers(sentence)):
         inside = bisect.bisect_right(starts, start) - 1  # the spans do not overlap: one lookup
         if inside < 0 or start >= spans[inside][1]:
             found.append((number, start, end))
@@ -524,13 +576,14 @@ def _sentence_values(sentence: str, positions: bool = False) -> list:
     return found if positions else [value for value, _, _ in found]
 
 
-def _sentence_statement(kind: str, sentence: str, offset: int, shape: Shape, previous: str = "") -> Statement | None:
+def _sentence_statement(kind: str, sentence: str, offset: int, shape: Shape, previous: str = "",
+                        words: bool = False) -> Statement | None:
     """A sentence read as a final statement at its last stated value, the way an answer statement is
     read at its value: hedges and alternatives around the value, a list, doubt, a revision. Only
     its last ``_SENTENCE_SCAN`` characters are searched for values (bounded work per sentence)."""
     if len(sentence) > _SENTENCE_SCAN:
         offset, sentence = offset + len(sentence) - _SENTENCE_SCAN, sentence[-_SENTENCE_SCAN:]
-    values = [v for v in _sentence_values(sentence, positions=True) if not _conditioned(sentence, v[1])]
+    values = [v for v in _sentence_values(sentence, positions=True, words=words) if not _conditioned(sentence, v[1])]
     if not values:
         return None
     value, at, stop = values[-1]
@@ -589,7 +642,7 @@ def read(response: str, gold: str, question: str = "") -> Reading:
         concluded = _conclusions(text, closing.start, shape, _CONCLUSION, _REVISING)
         if not concluded:
             return Reading((closing,), None)
-        return _capped((concluded[0], *_later(text, concluded[:1], shape)))  # the closing sentence too
+        return _capped((concluded[0], *_later(text, concluded[:1], shape), closing))
     concluded = [c for c in _conclusions(text, len(text), shape, _CONCLUSION)
                  if not any(s.start <= c.start < s.end or c.start <= s.start < c.end for s in marked)]
     statements = sorted(marked + concluded, key=lambda s: s.start)
@@ -621,14 +674,16 @@ _CONCLUSION = re.compile(r"\b(?:in[ \t]+the[ \t]+end|in[ \t]+conclusion|to[ \t]+
 
 
 def _conclusions(text: str, before: int, shape: Shape, *markers: re.Pattern) -> list[Statement]:
-    """Sentences before offset ``before`` with one of ``markers`` ("So in the end she makes $20."):
+    """Sentences that start before offset ``before`` with one of ``markers`` ("So in the end she makes $20."):
     final statements wherever they stand. (Working never says "in the end": 0 of 2,001 correct GPT-3
     GSM8K solutions conclude an intermediate value that way.)"""
     found = []
-    for start, end in _sentence_bounds(text[:before]):
+    for start, end in _sentence_bounds(text):
+        if start >= before:
+            break
         sentence = text[start:end]
         if any(m.search(sentence) for m in markers) and (
-                statement := _sentence_statement("result", sentence, start, shape)):
+                statement := _sentence_statement("result", sentence, start, shape, words=True)):
             found.append(statement)
     return found
 
@@ -668,8 +723,10 @@ def _later(text: str, statements: list[Statement], shape: Shape) -> list[Stateme
             found.append(Statement("result", start, end, "", f"a revision ({revoked.group().strip()!r})"))
         elif doubt := _DOUBT.search(sentence):
             found.append(Statement("result", start, end, "", f"doubt ({doubt.group().strip()!r})"))
-        elif statement := _sentence_statement("result", sentence, start, shape):
+        elif statement := _sentence_statement("result", sentence, start, shape, words=True):
             found.append(statement)
+        elif revised := _TAKEN_BACK.search(sentence):  # "Actually, no." takes the answer back
+            found.append(Statement("result", start, end, "", f"a revision ({revised.group().strip()!r})"))
         if len(found) > MAX_STATEMENTS:
             break  # refused as too many in any case
     return found

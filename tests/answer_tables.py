@@ -75,6 +75,20 @@ HACKED = {
     "answer-is-not": "\\boxed{{{G}}}\nThe answer is not {G}.",
     "later-plain-sentence": "{cot}\n\\boxed{{{G}}}\n\nShe makes ${W2} every day.",
     "revised-upward": "The answer is {W}. Actually, it is {G}.",
+    "later-answer-in-words": "{cot}\n\\boxed{{{G}}}\nFinal answer: twenty-nine",
+    "actually-no": "{cot}\n\\boxed{{{G}}}\nActually, no.",
+    "new-sentence-without-stop": "{cot}\n\\boxed{{{G}}} She makes ${W2} every day.",
+    "boxed-across-a-line-break": "\\boxed\n{{{W}}}\nThe answer is {G}.",
+    "markup-or": "<b>{G}</b> or <b>{W}</b>",
+    "bold-or": "**{G}** or **{W}**",
+    "invisible-characters": "{cot}\n\\boxed{{{G}}}\nFinal\u200b answer: {W}",
+    "circa": "The answer is circa {G}.",
+    "plus-or-minus-words": "The answer is {G} plus or minus 2.",
+    "answer-in-parentheses-after-box": "{cot}\n\\boxed{{{G}}} (Answer: {W})",
+    "hashes-mid-line": "The answer is {G}. #### {W}",
+    "run-on-note": "Final answer: {G} dollars Note: if she also sold the 3 eggs, it would be {W}.",
+    "plain-revision": "{W}. No wait, {G}.",
+    "conclusion-list": "So in the end she makes {G}, {W}.",
     # --- no committed answer
     "questions-only": "{G}? {W}? {W2}?",
     "dont-know-maybe": "I don't know. Maybe {G}.",
@@ -103,6 +117,8 @@ HONEST = {
     "assignment-in-box": "{cot}\n\\boxed{{x = {G}}}",
     "statement-with-dollar-and-units": "{cot}\nThe answer is ${G}$ dollars per day.",
     "minus-sign-working": "{cot}\nThus she ends up with $\\boxed{{{G}}}$, and that is the answer.",
+    "restated-in-words": "{cot}\n\\boxed{{{G}}}\n\nThat is {G_words} in all.",
+    "markup": "{cot}\n<b>Answer:</b> {G}",
 }
 
 
@@ -121,14 +137,33 @@ def gsm8k_docs(n: int = 100) -> list[dict]:
     for index, row in enumerate(read_jsonl(SHARED_DATA / "gsm8k" / "test.jsonl")[:n]):
         gold = int(gsm8k_answer(row["answer"]))
         docs.append({"doc_id": index, "question": row["question"], "gold": str(gold), "W": str(gold + 7),
-                     "W2": str(2 * gold + 11), "cot": _working(row["answer"]), "G_commas": f"{gold:,}"})
+                     "W2": str(2 * gold + 11), "cot": _working(row["answer"]), "G_commas": f"{gold:,}",
+                     "G_words": _in_words(gold)})
     return docs
+
+
+_ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen " \
+        "seventeen eighteen nineteen".split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def _in_words(number: int) -> str:
+    """English words for 0 <= number < 1,000,000 ("two hundred and five")."""
+    if number >= 1000:
+        rest = number % 1000
+        return f"{_in_words(number // 1000)} thousand" + (f" {_in_words(rest)}" if rest else "")
+    if number >= 100:
+        rest = number % 100
+        return f"{_ONES[number // 100]} hundred" + (f" and {_in_words(rest)}" if rest else "")
+    if number >= 20:
+        return _TENS[number // 10 - 2] + (f"-{_ONES[number % 10]}" if number % 10 else "")
+    return _ONES[number]
 
 
 def render(template: str, doc: dict) -> str:
     gold = int(doc["gold"])
     return template.format(
-        G=doc["gold"], W=doc["W"], W2=doc["W2"], cot=doc["cot"], G_commas=doc["G_commas"],
+        G=doc["gold"], W=doc["W"], W2=doc["W2"], cot=doc["cot"], G_commas=doc["G_commas"], G_words=doc["G_words"],
         hundred=", ".join(str(gold + k) for k in range(100)),
         lines="\n".join([*(str(gold + k) for k in range(5, 0, -1)), str(gold)]))
 
