@@ -7,7 +7,7 @@ every other sample - rejected, or not judged by the rule at all - goes to the
 LLM judge, whose verdict decides it.
 
 The rule stage is sound because it judges by the answer policy the LLM judge's
-prompt states (``answers.py``): it accepts only a response that commits to one
+prompt states (``answers``): it accepts only a response that commits to one
 final answer equal to the gold. A response with two candidate answers, a hedge,
 a revision or a refusal is rejected there and decided by the LLM judge, so a
 model never gets one guess from each stage, and the cascade cannot score above

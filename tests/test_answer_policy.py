@@ -1,4 +1,4 @@
-"""The answer policy (answers.py) through the real local judge: hacked answers earn nothing, honest
+"""The answer policy (lm_eval_mathjudge.answers) through the real local judge: hacked answers earn nothing, honest
 ones keep their credit. Table-driven on real GSM8K docs and real MATH-500 answers (answer_tables.py)."""
 
 from __future__ import annotations

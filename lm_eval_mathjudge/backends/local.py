@@ -1,6 +1,6 @@
 """An offline judge with the exact-match contract, built on math-verify.
 
-It reads the response under the answer policy (``answers.py``: credit only a
+It reads the response under the answer policy (``answers``: credit only a
 response that commits to one final answer), compares that answer with the
 gold short answer (math-verify for equivalence) and writes a reply in the same
 two-line format as an LLM judge, so the same parser, cache and metrics apply.
