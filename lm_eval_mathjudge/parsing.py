@@ -18,8 +18,8 @@ sample as a judge failure). Nothing else is ever raised, for any ``str``.
     ``EXPLANATION`` may be missing or empty (-> ""); after it, a field-like line
     whose value is not 0/1 is prose ("- Final correct: the boxed 12 matches"),
     one whose value is 0/1 may only repeat a field already given: a field that
-    first appears inside the explanation ("Their notes list:\n- ACTION_REFLECTION:
-    1") is refused, never read as the value.
+    first appears inside the explanation (a bullet ``- ACTION_REFLECTION: 1``
+    under "Their notes list:") is refused, never read as the value.
 
 The rules both share, in order:
 

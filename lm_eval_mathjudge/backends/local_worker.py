@@ -80,7 +80,8 @@ def serve(jobs, out) -> None:
     from math_verify import parse, verify
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # silence the "timeout disabled" notes
-    judge(parse, verify, r"\frac{1}{2}", "so the total is \\boxed{0.5}")  # load grammars and caches first
+    # Load the policy, the grammars and caches before "ready" (an expression gold: math-verify is asked).
+    judge(parse, verify, r"\frac{\sqrt{3}}{2}", "so the height is \\boxed{\\frac{\\sqrt3}{2}}")
     _send(out, {"ready": True})
     for line in jobs:
         if not line.strip():
