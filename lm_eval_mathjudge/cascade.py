@@ -1,15 +1,21 @@
 """Rule-then-LLM cascade for the exact-match judge (``judge_cascade: true``).
 
 The ``local`` (math-verify) judge looks at every sample first. A sample it
-accepts as Correct is decided there and never sent to the LLM judge: a
-symbolic match of the final answer with the gold answer is strong evidence,
-while a rule's "Incorrect" is often a formatting miss (units, words, an
-unboxed answer), so every other sample - rejected, or not judged by the rule
-at all - goes to the LLM judge, whose verdict decides it.
+accepts as Correct is decided there and never sent to the LLM judge; a rule's
+"Incorrect" is often a formatting miss (units, words, an unboxed answer), so
+every other sample - rejected, or not judged by the rule at all - goes to the
+LLM judge, whose verdict decides it.
 
-The score is a different measurement from the LLM judge alone (the rule
-stage can only add credit), so the metric is renamed: ``gpt4_exact_match``
-is reported as ``cascade_exact_match``.
+The rule stage is sound because it judges by the answer policy the LLM judge's
+prompt states (``answers``): it accepts only a response that commits to one
+final answer equal to the gold. A response with two candidate answers, a hedge,
+a revision or a refusal is rejected there and decided by the LLM judge, so a
+model never gets one guess from each stage, and the cascade cannot score above
+an LLM judge that follows its rubric (tests/test_cascade_bound.py).
+
+The score is still its own measurement (the rule decides samples the LLM judge
+might have misjudged), so the metric is renamed: ``gpt4_exact_match`` is
+reported as ``cascade_exact_match``.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ def rename(scores: dict[str, float]) -> dict[str, float]:
 
 
 def accepts(verdict: Any) -> bool:
+    """The rule stage's Correct: one committed final answer equal to the gold (the answer policy)."""
     return verdict is not None and bool(getattr(verdict, "correct", False))
 
 

@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 PARSE_ASKS = 2  # first ask + one re-ask after an off-contract reply
 MEDIA_STATUSES = (400, 413, 415, 422)  # refusals of a request carrying media: about this sample's media
+TRUNCATED = frozenset({"length", "MAX_TOKENS"})  # finish reasons of a reply cut at max tokens (OpenAI, Gemini)
 
 
 def outcome_from_error(error: MathJudgeError, *, calls: int = 0, reply: Reply | None = None) -> Outcome:
@@ -233,7 +234,7 @@ class JudgeClient:
             return False
         stored = [self._cache.get(k) for k in self._ask_keys(key)]
         return all(r is not None for r in stored) or any(
-            r is not None and self._try_parse(r.text)[0] is not None for r in stored)
+            r is not None and self._try_parse(r)[0] is not None for r in stored)
 
     @staticmethod
     def _ask_keys(key: str) -> list[str]:
@@ -245,7 +246,7 @@ class JudgeClient:
             return outcome_from_error(self._settled[key])
         keys = self._ask_keys(key)
         stored = [self._cache.get(k) if self._cache is not None else None for k in keys]
-        parsed = [self._try_parse(reply.text) if reply is not None else (None, None) for reply in stored]
+        parsed = [self._try_parse(reply) if reply is not None else (None, None) for reply in stored]
         for reply, (verdict, _) in zip(stored, parsed):  # any reply already paid for that parses wins
             if verdict is not None:
                 self._count_hit()
@@ -262,7 +263,7 @@ class JudgeClient:
                 return outcome_from_error(exc, calls=calls + isinstance(exc, JudgeRefusal), reply=reply)
             calls += paid
             try:
-                return Outcome(verdict=self._parse(reply.text), raw_reply=reply.text, calls=calls,
+                return Outcome(verdict=self._read(reply), raw_reply=reply.text, calls=calls,
                                usage=reply.usage, cached=not paid)
             except UnparseableReply as exc:
                 error = f"unparseable reply: {exc.reason}"
@@ -272,10 +273,19 @@ class JudgeClient:
         with self._lock:
             self.stats.cache_hits += 1
 
-    def _try_parse(self, text: str) -> tuple[Any, str | None]:
+    def _read(self, reply: Reply) -> Any:
+        """The verdict of a reply; a reply cut at the judge's token limit is off-contract whatever it
+        says (an earlier verdict line in it may be the judge quoting the student). The backends
+        refuse such replies as they arrive; this also covers ones stored by an older version."""
+        if reply.finish_reason in TRUNCATED:
+            raise UnparseableReply(f"the judge's reply was cut at its token limit (finish reason "
+                                   f"{reply.finish_reason}); raise judge_max_tokens")
+        return self._parse(reply.text)
+
+    def _try_parse(self, reply: Reply) -> tuple[Any, str | None]:
         """(verdict, None), or (None, the reason the reply is off-contract)."""
         try:
-            return self._parse(text), None
+            return self._read(reply), None
         except UnparseableReply as exc:
             return None, exc.reason
 

@@ -27,7 +27,7 @@ from .redact import redact
 
 DATA_DIR_ENV = "MATHJUDGE_DATA_DIR"
 LOCAL_FILE = "test.jsonl"
-_CALCULATOR = re.compile(r"<<[^<>]*>>")  # GSM8K's "<<48/2=24>>" annotations
+CALCULATOR = re.compile(r"<<[^<>]*>>")  # GSM8K's "<<48/2=24>>" annotations
 NO_SOLUTION = "(No worked solution is available.)"  # ends the reference of a data set without solutions
 
 
@@ -96,7 +96,7 @@ def gsm8k_answer(solution: str) -> str:
 def gsm8k(doc):
     solution = doc["answer"]
     steps, _, _ = solution.rpartition("####")
-    reference = f"{_CALCULATOR.sub('', steps).strip()}\nFinal answer: {gsm8k_answer(solution)}"
+    reference = f"{CALCULATOR.sub('', steps).strip()}\nFinal answer: {gsm8k_answer(solution)}"
     return doc["question"], reference, gsm8k_answer(solution)
 
 

@@ -14,9 +14,12 @@ sample as a judge failure). Nothing else is ever raised, for any ``str``.
 ``parse_vlm(text) -> VlmVerdict``
     VLM-as-judge (Gemini). Contract: lines ``INTERMEDIATE_CORRECT: 0|1``,
     ``FINAL_CORRECT: 0|1``, ``ACTION_REFLECTION: 0|1`` and ``EXPLANATION: ...``.
-    The three binary fields are required, in any order. ``EXPLANATION`` may be
-    missing or empty (-> ""); after it, a field-like line whose value is not
-    0/1 is prose ("- Final correct: the boxed 12 matches").
+    The three binary fields are required, in any order, before ``EXPLANATION``.
+    ``EXPLANATION`` may be missing or empty (-> ""); after it, a field-like line
+    whose value is not 0/1 is prose ("- Final correct: the boxed 12 matches"),
+    one whose value is 0/1 may only repeat a field already given: a field that
+    first appears inside the explanation (a bullet ``- ACTION_REFLECTION: 1``
+    under "Their notes list:") is refused, never read as the value.
 
 The rules both share, in order:
 
@@ -44,6 +47,13 @@ The rules both share, in order:
    with the field). A judge that changed its mind is asked again rather than
    read by position: "last wins" would also let trailing quoted or injected
    text decide the score.
+6. A reply cut short is refused, even when an earlier full verdict line
+   exists (it may be the judge quoting the student): its last line is a
+   label cut short (``Final Verd``, ``**FINAL_COR``, ``Error Anal``) or a
+   label with nothing after it (``FINAL_CORRECT:``). A reply the backend
+   reports as stopped at its token limit never reaches the parser
+   (``finish_reason`` ``length`` / ``MAX_TOKENS``: the backends and the client
+   refuse it).
 
 Every step is a single pass with ``str`` methods or anchored regexes that look
 at a bounded prefix of a line, so parsing time is linear in the reply length
@@ -85,6 +95,9 @@ _EMPHASIS = "*_` \t"
 _SEPARATORS = ":\uff1a=-\u2013\u2014"
 _VALUE_DECOR = " \t*_`'\"\u201c\u201d\u2018\u2019[]()"
 _LABEL_SCAN = 64  # label regexes see at most this many characters of a line: bounded work per line
+_CUT_SCAN = 40  # a last line longer than this is never a label cut short (rule 6)
+_EXACT_LABELS = ("final verdict", "error analysis")
+_VLM_LABELS = ("intermediate correct", "final correct", "action reflection", "explanation")
 
 _VERDICT_LABEL = re.compile(r"final[ \t]+verdict", re.I)
 _ANALYSIS_LABEL = re.compile(r"error[ \t]+analysis", re.I)
@@ -104,7 +117,7 @@ _STATEMENT = re.compile(
 
 # ---------------------------------------------------------------- shared rules
 
-def _drop_reasoning(text: str) -> str:
+def drop_reasoning(text: str) -> str:
     """Rule 1, in one left-to-right pass: each search is a C-level scan from where the last ended."""
     if "<" not in text:  # C-speed shortcut: most replies have no tag at all
         return text
@@ -139,7 +152,7 @@ def _is_fence(line: str) -> bool:
 def _reply_lines(text: str) -> list[str]:
     """Content lines of a reply; an empty reply (or one that is all reasoning) is unparseable."""
     text = text or ""
-    lines = [line for line in _split_lines(_drop_reasoning(text))
+    lines = [line for line in _split_lines(drop_reasoning(text))
              if not (("`" in line or "~" in line) and _is_fence(line))]
     if any(line.strip() for line in lines):
         return lines
@@ -164,6 +177,21 @@ def _body(line: str) -> str | None:
     if 0 < digits <= 3 and rest[digits:digits + 1] in (".", ")"):  # "2. Final Verdict: ..."
         rest = rest[digits + 1:]
     return rest.lstrip(_EMPHASIS)
+
+
+def _check_not_cut(lines: list[str], labels: tuple[str, ...], may_end: str = "") -> None:
+    """Rule 6: refuse a reply whose last line is one of ``labels`` cut short ("Final Verd") or
+    left without its value ("FINAL_CORRECT:"). ``may_end`` is the one label that may end a reply
+    with nothing after it (the VLM's empty EXPLANATION)."""
+    last = next((line for line in reversed(lines) if line.strip()), "")
+    body = _body(last)
+    if not body or len(body) > _CUT_SCAN:
+        return
+    core = body.strip(_EMPHASIS).rstrip(_SEPARATORS + _EMPHASIS)
+    words = " ".join(core.replace("_", " ").replace("-", " ").lower().split())
+    if words and any(label.startswith(words) and words != may_end for label in labels):
+        raise UnparseableReply(f"the reply ends in the label {_short(last)!r} with no value after it "
+                               "(a reply cut short?)")
 
 
 def _labelled(body: str | None, label: re.Pattern) -> tuple[str, str, str] | None:
@@ -289,6 +317,7 @@ def parse_exact_match(text: str) -> ExactMatchVerdict:
     lines = _reply_lines(text)
     bodies = [_body(line) if line else line for line in lines]
     found, labelled = _verdict_lines(lines, bodies)
+    _check_not_cut(lines, _EXACT_LABELS)
     last = found[-1][0]
     _check_nothing_after(bodies, last)
     return ExactMatchVerdict(correct=found[-1][1], analysis=_analysis(lines, bodies, labelled, last))
@@ -351,6 +380,9 @@ def _scan_vlm(lines: list[str]) -> tuple[dict[str, int], list[str] | None, set[t
         if raw is not None and name == "EXPLANATION" and explanation is None:
             explanation = [raw.lstrip(" \t").removeprefix("**").removeprefix("__")]
         elif value is not None:
+            if explanation is not None and name not in fields:  # e.g. a bullet of the explanation
+                raise UnparseableReply(f"{name} is given only after EXPLANATION, inside the explanation "
+                                       "(the fields come before it)")
             _record(fields, name, value)
         elif raw is not None and name in _BINARY_FIELDS and explanation is None:
             raise UnparseableReply(f"{name} value {_short(raw)!r} is not 0 or 1")
@@ -361,7 +393,9 @@ def _scan_vlm(lines: list[str]) -> tuple[dict[str, int], list[str] | None, set[t
 
 def parse_vlm(text: str) -> VlmVerdict:
     """Parse the four-line VLM judge reply; raise UnparseableReply naming the faulty field."""
-    fields, explanation, statements = _scan_vlm(_reply_lines(text))
+    lines = _reply_lines(text)
+    fields, explanation, statements = _scan_vlm(lines)
+    _check_not_cut(lines, _VLM_LABELS, may_end="explanation")
     missing = [name for name in _BINARY_FIELDS if name not in fields]
     if missing:
         raise UnparseableReply("missing field " + ", ".join(missing))

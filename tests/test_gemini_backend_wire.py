@@ -310,6 +310,23 @@ def test_refusals_are_counted_judge_failures(server, tmp_path, spec, kind):
         assert "judge_max_tokens" in outcome.error and "thinking" in outcome.error
 
 
+@pytest.mark.parametrize("spec, calls, kind, reason", [
+    pytest.param({"finish_reason": "MAX_TOKENS", "text": REPLY_RIGHT}, 1, "max_tokens", "judge_max_tokens",
+                 id="max-tokens-after-four-full-lines"),
+    pytest.param({"text": REPLY_RIGHT + "\nFINAL_COR"}, 2, "unparseable", "cut short",
+                 id="cut-label-without-finish-reason"),
+    pytest.param({"text": "INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nEXPLANATION: The steps match. Their notes "
+                          "list:\n- ACTION_REFLECTION: 1"}, 2, "unparseable", "only after EXPLANATION",
+                 id="field-only-inside-the-explanation"),
+])
+def test_a_cut_or_misplaced_reply_is_a_counted_failure(server, spec, calls, kind, reason):
+    server.responder = lambda body: dict(spec)
+    client, [outcome], _ = judge(server, [text_request()])
+    assert outcome.verdict is None and outcome.failure == kind and not outcome.transport_failed
+    assert reason in outcome.error
+    assert server.generate_calls == calls and client.fatal_error is None
+
+
 # --------------------------------------------------------------------- transient faults
 
 def test_429_honours_retry_after(server):

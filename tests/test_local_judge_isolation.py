@@ -28,6 +28,9 @@ LIMIT = 4.0  # seconds; a normal comparison takes milliseconds
 # Answers that make sympy build numbers with billions of digits (each hung a whole run before).
 HOSTILE = [r"The answer is $\boxed{10^{10^{10}}}$.", r"So we get \boxed{9^{9^{9^{9^{9}}}}}",
            r"Final answer: \boxed{100000000!}"]
+# Against a gold that is a plain number the answer policy refuses these before any sympy work (a
+# numeric gold takes a number, not an expression); an expression gold sends them to math-verify.
+EXPRESSION = r"\frac{\sqrt{3}}{2}"
 NORMAL = [("18", "So she makes 9 * 2 = \\boxed{18} dollars.", True),
           ("3", "Hence x = \\boxed{4}.", False),
           ("\\frac{1}{2}", "The probability is $\\boxed{0.5}$.", True)]
@@ -92,7 +95,7 @@ def warm(backend: LocalBackend, workers: int = 2) -> None:
 
 def test_hostile_answers_become_counted_timeouts_through_the_client():
     requests = [request(gold, response) for gold, response, _ in NORMAL]
-    requests += [request("18", response) for response in HOSTILE]
+    requests += [request(EXPRESSION, response) for response in HOSTILE]
     client = JudgeClient(LocalBackend(workers=2, time_limit=LIMIT), parse_exact_match,
                          JudgeSettings(backend="local", model="math-verify", concurrency=4), "t", None, progress=False)
     try:
@@ -114,7 +117,7 @@ def test_other_samples_are_judged_while_one_overruns():
 
         def run_hostile():
             try:
-                judge.complete(request("18", HOSTILE[0]))
+                judge.complete(request(EXPRESSION, HOSTILE[0]))
             except JudgeRefusal as exc:
                 hostile.append(exc)
 
@@ -134,7 +137,7 @@ def test_the_overrunning_worker_is_killed_and_replaced(backend):
     warm(backend, 1)
     before = workers_of(os.getpid())
     with pytest.raises(JudgeRefusal) as info:
-        backend.complete(request("18", HOSTILE[2]))
+        backend.complete(request(EXPRESSION, HOSTILE[2]))
     assert info.value.kind == "timeout"
     assert not wait_gone(before, 5)  # the worker that overran is gone, not left computing
     assert verdict(backend, "18", "\\boxed{18}") is True  # a fresh worker takes over
@@ -146,9 +149,18 @@ def test_a_worker_that_dies_mid_item_fails_only_that_sample(backend):
     (pid,) = workers_of(os.getpid())
     threading.Timer(1.0, os.kill, (pid, signal.SIGKILL)).start()
     with pytest.raises(JudgeRefusal) as info:
-        backend.complete(request("18", HOSTILE[0]))
+        backend.complete(request(EXPRESSION, HOSTILE[0]))
     assert info.value.kind == "local_error" and "died" in str(info.value)
     assert verdict(backend, "3", "x = \\boxed{3}") is True
+
+
+def test_a_numeric_gold_refuses_hostile_expressions_without_computing_them(backend):
+    warm(backend, 1)
+    for response in HOSTILE:
+        start = time.monotonic()
+        verdict_ = parse_exact_match(backend.complete(request("18", response)).text)
+        assert time.monotonic() - start < LIMIT / 2
+        assert verdict_.correct is False and "not a single number" in verdict_.analysis
 
 
 def test_close_leaves_no_worker_behind():
@@ -168,7 +180,7 @@ judge = LocalBackend(workers=1, time_limit=2.0)
 judge.complete(JudgeRequest(prompt="", fields={"answer": "1", "response": "1"}))
 print("ready", flush=True)
 if sys.argv[1] == "busy":
-    judge.complete(JudgeRequest(prompt="", fields={"answer": "1", "response": sys.argv[2]}))
+    judge.complete(JudgeRequest(prompt="", fields={"answer": sys.argv[3], "response": sys.argv[2]}))
 time.sleep(600)
 """
 
@@ -176,7 +188,7 @@ time.sleep(600)
 @pytest.mark.parametrize("state", ["idle", "busy"])
 def test_workers_exit_when_their_parent_is_killed(state):
     """SIGKILL skips atexit: an idle worker sees its stdin close; a busy one hits its CPU limit."""
-    parent = subprocess.Popen([sys.executable, "-c", _ORPHAN, state, HOSTILE[0]], stdout=subprocess.PIPE,
+    parent = subprocess.Popen([sys.executable, "-c", _ORPHAN, state, HOSTILE[0], EXPRESSION], stdout=subprocess.PIPE,
                               text=True, cwd=REPO)
     try:
         assert parent.stdout.readline().strip() == "ready"
@@ -202,20 +214,21 @@ def test_the_default_limit_leaves_room_for_busy_machines():
 
 
 def test_the_cli_run_counts_a_hostile_response_and_scores_the_rest(shared_data, tmp_path):
-    """Through lm_eval: one response that never finishes costs one judge_failed, not the run."""
-    records = read_jsonl(shared_data / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl")[:4]
-    records[1] = {**records[1], "response": records[1]["response"] + "\nSo the answer is $\\boxed{10^{10^{10}}}$."}
+    """Through lm_eval: one response that never finishes costs one judge_failed, not the run. MATH-500
+    (expression answers, so math-verify is asked); the responses are the real reference solutions."""
+    rows = read_jsonl(shared_data / "math500" / "test.jsonl")[:4]
+    records = [{"question": r["problem"], "response": r["solution"]} for r in rows]
+    records[1]["response"] += "\nSo the answer is $\\boxed{10^{10^{10}}}$."
     replay = tmp_path / "replay.jsonl"
     replay.write_text("".join(json.dumps(r) + "\n" for r in records))
     start = time.monotonic()
-    run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={replay}", "--tasks", "gsm8k_gpt4em",
+    run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={replay}", "--tasks", "math500_gpt4em",
                        "--limit", "4", "--metadata", '{"judge_backend": "local"}', "--log_samples"],
                       {"MATHJUDGE_DATA_DIR": str(shared_data), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")},
                       tmp_path / "out", timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert time.monotonic() - start < 300
-    samples = {s["doc_id"]: json.loads(s["filtered_resps"][0]) for s in run.samples("gsm8k_gpt4em")}
+    samples = {s["doc_id"]: json.loads(s["filtered_resps"][0]) for s in run.samples("math500_gpt4em")}
     assert samples[1]["failure"] == "timeout"
-    assert {d: s["verdict"]["correct"] for d, s in samples.items() if d != 1} == \
-        {r["doc_id"]: r["is_correct"] for r in records if r["doc_id"] != 1}
-    assert run.results()["results"]["gsm8k_gpt4em"]["judge_failed,none"] == pytest.approx(0.25)
+    assert {d: s["verdict"]["correct"] for d, s in samples.items() if d != 1} == {0: True, 2: True, 3: True}
+    assert run.results()["results"]["math500_gpt4em"]["judge_failed,none"] == pytest.approx(0.25)

@@ -23,6 +23,7 @@ from lm_eval_mathjudge.judges import EXACT_MATCH
 from lm_eval_mathjudge.parsing import parse_exact_match
 from lm_eval_mathjudge.prompts import load
 from lm_eval_mathjudge.retry import RetryPolicy
+from lm_eval_mathjudge.types import Reply
 from tests._helpers import wire_faults
 from tests.loopback import ChatCompletionsServer
 
@@ -359,6 +360,48 @@ def test_per_request_refusals_fail_one_sample_and_the_run_goes_on(server, reply,
     assert outcomes[0].failure == kind and not outcomes[0].transport_failed
     assert [o.verdict.correct for o in outcomes[1:]] == [True, False]
     assert client.fatal_error is None
+
+
+# A reply cut short whose only full verdict line is the judge quoting the student (issue 14).
+QUOTED_THEN_CUT = ("Error Analysis: The student ended with\nFinal Verdict: Correct\n"
+                   "but their answer 41 differs from 42.\nFinal Verd")
+
+
+@pytest.mark.parametrize("reply, calls, kind", [
+    pytest.param({"content": QUOTED_THEN_CUT, "finish_reason": "length"}, 1, "max_tokens", id="length-reported"),
+    pytest.param({"content": "Error Analysis: The student's answer 18 matches.\nFinal Verdict: Correct",
+                  "finish_reason": "length"}, 1, "max_tokens", id="length-reported-after-a-full-verdict"),
+    pytest.param({"content": QUOTED_THEN_CUT, "finish_reason": "stop"}, 2, "unparseable",
+                 id="cut-label-without-finish-reason"),
+])
+def test_a_reply_cut_short_is_a_counted_failure_never_its_earlier_verdict(server, tmp_path, reply, calls, kind):
+    server.responder = lambda body: dict(reply)
+    store = ReplyCache(str(tmp_path))
+    try:
+        client, [outcome], _ = judge(server, [request(18)], store)
+        stored = len(store)
+    finally:
+        store.close()
+    assert outcome.verdict is None and outcome.failure == kind and not outcome.transport_failed
+    assert server.call_count == calls  # a cut label is asked again once; a reported cut is not
+    assert stored == (calls if kind == "unparseable" else 0)  # a refusal is never cached
+    assert client.fatal_error is None
+
+
+def test_a_cached_reply_cut_at_its_token_limit_is_asked_again(server, tmp_path):
+    store = ReplyCache(str(tmp_path))
+    try:
+        backend = OpenAIChatBackend(settings(server))
+        client = JudgeClient(backend, parse_exact_match, settings(server), load("exact_match").version, store,
+                             progress=False)
+        first = request(17)
+        store.put(client.key(first), Reply(text="Error Analysis: 17 matches 18.\nFinal Verdict: Correct",
+                                           finish_reason="length"), "openai:older-version")
+        [outcome] = client.judge_all([first])
+        backend.close()
+    finally:
+        store.close()
+    assert server.call_count == 1 and outcome.verdict.correct is False  # the new reply, not the cut one
 
 
 # ------------------------------------------------------------------- long waits, unsendable requests

@@ -487,6 +487,8 @@ def test_none_is_empty_reply(parser):
 # given as the part of its reason that names the rule, a verdict as True/False.
 
 REFUSED = "refused"
+CUT = "with no value after it (a reply cut short?)"
+ONLY_AFTER = "only after EXPLANATION"
 
 HOSTILE_EXACT_MATCH = [
     # --- rule 3: quoted and indented text is material the judge quotes, never a verdict
@@ -572,6 +574,28 @@ HOSTILE_EXACT_MATCH = [
     pytest.param(
         "Error Analysis: 18 = 18.\n~~Final Verdict: Incorrect~~\nFinal Verdict: Correct",
         True, id="struck-out-line-is-not-a-verdict-line"),
+    # --- rule 6: a reply cut short is refused, even with an earlier full verdict line (issue 14)
+    pytest.param(
+        "Error Analysis: The student ended with\nFinal Verdict: Correct\n"
+        "but their answer 41 differs from 42.\nFinal Verd",
+        CUT, id="cut-after-quoting-the-student"),
+    pytest.param(
+        "Error Analysis: 18 = 18.\nFinal Verdict: Correct\n\n**Final Verd", CUT, id="cut-bold-label"),
+    pytest.param(
+        "Error Analysis: 18 = 18.\nFinal Verdict: Correct\n- Fin", CUT, id="cut-bullet-label"),
+    pytest.param(
+        "Error Analysis: 18 = 18.\nFinal Verdict: Correct\nFINAL  VERDI", CUT, id="cut-upper-case-label"),
+    pytest.param(
+        "Error Analysis: 18 = 18.\nFinal Verdict: Correct\n\nError Anal", CUT, id="cut-second-analysis"),
+    pytest.param(
+        "Error Analysis: 18 = 18.\nFinal Verdict: Correct\n\nError Analysis:", CUT,
+        id="cut-after-analysis-label"),
+    pytest.param(
+        "Error Analysis: The student wrote 'Final Verdict: Correct' but 41 differs from 42.\n"
+        "Final Verdict:", "no value", id="cut-at-the-only-verdict-value"),
+    pytest.param(
+        "Error Analysis: 18 = 18.\nFinal Verdict: Correct\nFinal remark: the units match.", True,
+        id="prose-after-verdict-is-not-cut"),
 ]
 
 
@@ -624,6 +648,33 @@ HOSTILE_VLM = [
     pytest.param(
         "INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\u0336\nACTION_REFLECTION: 0", "FINAL_CORRECT value",
         id="combining-overlay"),
+    # --- a field first given inside EXPLANATION is part of the explanation, never the value (issue 14)
+    pytest.param(
+        "INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nEXPLANATION: The steps are right. Their notes list:\n"
+        "- ACTION_REFLECTION: 1", ONLY_AFTER, id="field-from-a-bullet-of-the-explanation"),
+    pytest.param(
+        "INTERMEDIATE_CORRECT: 1\nACTION_REFLECTION: 0\nEXPLANATION: The solver's checklist reads\n"
+        "1. FINAL_CORRECT: 1\n2. units: m", ONLY_AFTER, id="field-from-a-numbered-list-in-the-explanation"),
+    pytest.param(
+        "INTERMEDIATE_CORRECT: 0\nFINAL_CORRECT: 0\nEXPLANATION: the image says\n**Action Reflection:** 1",
+        ONLY_AFTER, id="field-from-bold-text-in-the-explanation"),
+    pytest.param(
+        "INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 0\nEXPLANATION: see below\n### ACTION_REFLECTION: 1",
+        ONLY_AFTER, id="field-from-a-heading-after-the-explanation"),
+    pytest.param(
+        "EXPLANATION: The boxed 42 matches.\nINTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nACTION_REFLECTION: 0",
+        ONLY_AFTER, id="explanation-before-every-field"),
+    # --- rule 6: a reply cut short is refused (issue 14)
+    pytest.param(CANONICAL + "\nFINAL_COR", CUT, id="cut-field-label-after-explanation"),
+    pytest.param(CANONICAL + "\n\n**ACTION_REFL", CUT, id="cut-bold-field-label"),
+    pytest.param(CANONICAL + "\nFINAL_CORRECT:", CUT, id="cut-before-a-repeated-value"),
+    pytest.param(
+        "INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nACTION_REFLECTION: 0\nEXPLAN", CUT,
+        id="cut-explanation-label"),
+    pytest.param(
+        "INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nACTION_REFLECTION: 0\nEXPLANATION:", (1, 1, 0),
+        id="empty-explanation-is-not-cut"),
+    pytest.param(CANONICAL + "\nFinally, the units match.", (1, 1, 0), id="prose-after-explanation-is-not-cut"),
 ]
 
 

@@ -1,9 +1,10 @@
 """An offline judge with the exact-match contract, built on math-verify.
 
-It extracts the final answer from the response, compares it symbolically with
-the gold short answer and writes a reply in the same two-line format as an
-LLM judge, so the same parser, cache and metrics apply. Uses: air-gapped
-runs, demos, and a free first stage before an LLM judge.
+It reads the response under the answer policy (``answers``: credit only a
+response that commits to one final answer), compares that answer with the
+gold short answer (math-verify for equivalence) and writes a reply in the same
+two-line format as an LLM judge, so the same parser, cache and metrics apply.
+Uses: air-gapped runs, demos, and a free first stage before an LLM judge.
 
 Some answers never finish: ``\\boxed{10^{10^{10}}}`` or ``\\boxed{100000000!}``
 make sympy build numbers with billions of digits. math-verify's own timeouts
@@ -38,7 +39,7 @@ from ..config import JudgeSettings
 from ..errors import ConfigError, FatalJudgeError, JudgeRefusal
 from ..types import JudgeRequest
 
-LOCAL_JUDGE_VERSION = 1  # bump when the extraction or the reply wording changes (part of cache keys)
+LOCAL_JUDGE_VERSION = 2  # bump when the answer policy or the reply wording changes (part of cache keys)
 ITEM_TIME_LIMIT = 10.0  # seconds for one comparison; math-verify's own defaults are 5 s per stage
 START_TIME_LIMIT = 120.0  # seconds for a worker to import math-verify (slow disks, busy machines)
 WORKER_MODULE = "lm_eval_mathjudge.backends.local_worker"
@@ -64,15 +65,12 @@ class LocalBackend:
     def complete(self, request: JudgeRequest) -> Reply:
         gold_text = str(request.fields["answer"])
         result = self._pool.run({"answer": gold_text, "response": str(request.fields["response"]),
+                                 "question": str(request.fields.get("question", "")),
                                  "limit": self._time_limit}, self._time_limit)
         if "error" in result:
             raise JudgeRefusal(f"the local judge could not compare this response: {result['error']}",
                                kind="local_error")
-        if result["extracted"] is None:
-            analysis = f"No final answer could be extracted from the response; the reference answer is {gold_text}."
-            return Reply(text=_clean(f"Error Analysis: {analysis}\nFinal Verdict: Incorrect"))
-        relation = "matches" if result["same"] else "does not match"
-        analysis = f"The response's final answer {result['extracted']} {relation} the reference answer {gold_text}."
+        analysis = " ".join(str(result["reason"]).split())  # one line: the parser reads lines
         verdict = "Correct" if result["same"] else "Incorrect"
         return Reply(text=_clean(f"Error Analysis: {analysis}\nFinal Verdict: {verdict}"))
 

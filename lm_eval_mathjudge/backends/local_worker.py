@@ -52,25 +52,37 @@ def _cpu_budget(seconds: float) -> None:
 
 
 def _as_math(answer: str) -> str:
-    # Gold answers are bare expressions (18, \frac{1}{2}, (3, \pi/2)); math-verify
+    # Values are bare expressions (18, \frac{1}{2}, (3, \pi/2)); math-verify
     # finds LaTeX reliably only inside math delimiters.
     return answer if "$" in answer or "\\boxed" in answer else f"${answer}$"
 
 
-def judge(parse, verify, answer: str, response: str) -> dict:
-    gold = parse(_as_math(answer), parsing_timeout=None)
-    found = parse(response, parsing_timeout=None)
-    if not found:
-        return {"same": False, "extracted": None}
-    same = bool(gold) and bool(verify(gold, found, timeout_seconds=None))
-    return {"same": same, "extracted": str(found[-1])}
+def judge(parse, verify, answer: str, response: str, question: str = "") -> dict:
+    """The answer policy (``answers``) decides what the response's one final answer is;
+    math-verify only says whether two single values are equivalent."""
+    from lm_eval_mathjudge import answers
+
+    parsed: dict[str, list] = {}
+
+    def value(text: str) -> list:
+        if text not in parsed:
+            parsed[text] = parse(_as_math(text), parsing_timeout=None)
+        return parsed[text]
+
+    def same(a: str, b: str) -> bool:
+        left, right = value(a), value(b)
+        return bool(left) and bool(right) and bool(verify(left, right, timeout_seconds=None))
+
+    decision = answers.decide(answers.read(response, answer, question), answer, same)
+    return {"same": decision.correct, "extracted": decision.answer, "reason": decision.reason}
 
 
 def serve(jobs, out) -> None:
     from math_verify import parse, verify
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # silence the "timeout disabled" notes
-    judge(parse, verify, "18", "so the total is \\boxed{18}")  # load grammars and caches before "ready"
+    # Load the policy, the grammars and caches before "ready" (an expression gold: math-verify is asked).
+    judge(parse, verify, r"\frac{\sqrt{3}}{2}", "so the height is \\boxed{\\frac{\\sqrt3}{2}}")
     _send(out, {"ready": True})
     for line in jobs:
         if not line.strip():
@@ -79,7 +91,7 @@ def serve(jobs, out) -> None:
         if "limit" in job:
             _cpu_budget(float(job["limit"]))
         try:
-            result = judge(parse, verify, job["answer"], job["response"])
+            result = judge(parse, verify, job["answer"], job["response"], job.get("question", ""))
         except MemoryError:
             result = {"error": f"math-verify needed more than {MEMORY_LIMIT // 1024 ** 3} GiB of memory"}
         except Exception as exc:  # noqa: BLE001 - any failure is this item's, never the worker's
