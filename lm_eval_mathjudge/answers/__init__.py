@@ -91,7 +91,10 @@ _CLAUSE = re.compile(r"[.!?;:]\s")
 _HEDGE_FIRST = re.compile(r"[ \t*_$]*(?:(?:is|be)[ \t]+)?(?:" + HEDGE_WORDS.pattern + ")", re.I)
 _TEXT_ANSWER = re.compile(r"[ \t*_\"'(]*([A-Za-z][\w' ()-]{0,40}?)[ \t*_\"')]*$")
 _DOUBT = re.compile(r"\b(?:maybe|perhaps|probably|possibly|not[ \t]+(?:sure|certain|confident)|unsure|uncertain|"
-                    r"i[ \t]+think|i[ \t]+guess|(?:could|might|may)[ \t]+be[ \t]+wrong|not[ \t]+100%)", re.I)
+                    r"i[ \t]+think|i[ \t]+guess|(?:could|might|may)[ \t]+be[ \t]+wrong|not[ \t]+100%|"
+                    r"likely|presumably|i[ \t]+suspect|"  # "it could be 18": a guess, not a committed answer
+                    r"(?:could|might|may)[ \t]+(?:well[ \t]+)?(?:be|equal)[ \t]+(?:about[ \t]+|around[ \t]+)?[$\\(]*[-\u2212]?\.?\d)",
+                    re.I)
 _TAKEN_BACK = re.compile(r"\b(?:actually|instead|rather|i[ \t]+mean|no,|nope|correction)(?![A-Za-z])", re.I)
 _REVISING = re.compile(r"\b(?:wait|actually|no,|correction|i[ \t]+mean|rather|instead|kidding|oops|"
                        r"on[ \t]+second[ \t]+thought)\b", re.I)
