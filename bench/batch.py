@@ -14,7 +14,7 @@ answer except for every fourth doc (gold + 1), so about 75% are correct.
 
 Figures: verdicts equal (count), HTTP requests each run sent to its judge (preflight included),
 tokens recorded (``usage`` online, ``batch_usage`` in batch mode) and the cost of each run
-from the price table (``lm_eval_mathjudge.prices`` when this branch has it; otherwise a local
+from the price table (``lm_eval_mathjudge.cost.prices`` when this branch has it; otherwise a local
 price pair, marked as such in the output). Token counts come from the loopback server (words),
 so the cost ratio is what matters, not the dollar amounts. The batch run's wall time says
 nothing about a real batch (hours); it is printed only to show the loopback job finished.
@@ -39,7 +39,7 @@ from tests.loopback.openai_batch_server import OpenAIBatchServer  # noqa: E402
 
 TASK = "gsm8k_gpt4em"
 MODEL = "gpt-4-turbo-2024-04-09"  # the exact-match judge's default
-# Used only when lm_eval_mathjudge.prices is not on this branch: OpenAI list prices, USD per 1M tokens,
+# Used only when lm_eval_mathjudge.cost.prices is not on this branch: OpenAI list prices, USD per 1M tokens,
 # (input, output); the Batch API is half of each.
 LOCAL_PRICES = {"online": (10.0, 30.0), "batch": (5.0, 15.0)}
 _CALC = re.compile(r"<<[^>]*>>")
@@ -77,11 +77,11 @@ def grade(body: dict) -> str:
 
 def prices() -> tuple[dict[str, tuple[float, float]], str]:
     try:
-        from lm_eval_mathjudge import prices as table
+        from lm_eval_mathjudge.cost import prices as table
     except ImportError:
-        return LOCAL_PRICES, "local price pair (lm_eval_mathjudge.prices is not on this branch)"
+        return LOCAL_PRICES, "local price pair (lm_eval_mathjudge.cost.prices is not on this branch)"
     row = table.TABLE[MODEL]
-    return {"online": row.rates(False), "batch": row.rates(True)}, f"lm_eval_mathjudge.prices ({row.source})"
+    return {"online": row.rates(False), "batch": row.rates(True)}, f"lm_eval_mathjudge.cost.prices ({row.source})"
 
 
 def usd(usage: dict, rate: tuple[float, float]) -> float:

@@ -110,10 +110,10 @@ import os
 from openai import OpenAI
 
 from lm_eval_mathjudge import data
-from lm_eval_mathjudge.config import DEFAULT_EXACT_MATCH_MODEL
-from lm_eval_mathjudge.judges import EXACT_MATCH
-from lm_eval_mathjudge.errors import UnparseableReply
-from lm_eval_mathjudge.parsing import parse_exact_match
+from lm_eval_mathjudge.settings.schema import DEFAULT_EXACT_MATCH_MODEL
+from lm_eval_mathjudge.core.judges import EXACT_MATCH
+from lm_eval_mathjudge.core.errors import UnparseableReply
+from lm_eval_mathjudge.core.parsing import parse_exact_match
 
 _client = None
 
@@ -176,7 +176,7 @@ def write_baseline_task(folder: Path) -> None:
     }
     text = yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=10_000)
     text += ("custom_dataset: !function baseline_judge.load_docs\n"
-             "process_docs: !function lm_eval_mathjudge.data.gsm8k\n"
+             "process_docs: !function lm_eval_mathjudge.core.docs.gsm8k\n"
              "process_results: !function baseline_judge.process_results\n")
     (folder / f"{BASELINE_TASK}.yaml").write_text(text, encoding="utf-8")
     (folder / "baseline_judge.py").write_text(BASELINE_PY, encoding="utf-8")

@@ -35,9 +35,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from lm_eval_mathjudge.backends.local import LOCAL_JUDGE_VERSION, LocalBackend  # noqa: E402
-from lm_eval_mathjudge.errors import JudgeCallError  # noqa: E402
-from lm_eval_mathjudge.parsing import parse_exact_match  # noqa: E402
-from lm_eval_mathjudge.types import JudgeRequest  # noqa: E402
+from lm_eval_mathjudge.core.errors import JudgeCallError  # noqa: E402
+from lm_eval_mathjudge.core.parsing import parse_exact_match  # noqa: E402
+from lm_eval_mathjudge.core.types import JudgeRequest  # noqa: E402
 
 
 FORMS = {
@@ -62,7 +62,7 @@ REFERENCE_SETS = {"gsm8k": ("question", "answer"), "math500": ("problem", "solut
 
 def references(data_dir: Path) -> list[tuple[str, str, str, str, bool]]:
     """(set / form, gold, solution, question, True) for every reference solution found."""
-    from lm_eval_mathjudge import data
+    from lm_eval_mathjudge.core import docs as data
 
     items = []
     for name, (question_key, solution_key) in REFERENCE_SETS.items():

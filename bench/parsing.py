@@ -9,7 +9,7 @@ best of ``--repeat`` runs (a parse normally ends in ``UnparseableReply``).
     python bench/parsing.py [--size 1000000] [--repeat 3]
     python bench/parsing.py --size 16000 --ref ad924ed   # the parser of a git revision, for comparison
 
-``--ref`` loads ``lm_eval_mathjudge/parsing.py`` from that revision (each case
+``--ref`` loads ``lm_eval_mathjudge/core/parsing.py`` from that revision (each case
 in a subprocess, killed after ``--timeout`` seconds: a quadratic parser on
 1 MB takes minutes).
 """
@@ -86,7 +86,7 @@ def time_case(parsing, text: str, repeat: int) -> dict[str, float]:
 
 
 def run_ref(ref: str, name: str, size: int, repeat: int, timeout: float) -> dict[str, float] | None:
-    source = subprocess.run(["git", "show", f"{ref}:lm_eval_mathjudge/parsing.py"], cwd=REPO,
+    source = subprocess.run(["git", "show", f"{ref}:lm_eval_mathjudge/core/parsing.py"], cwd=REPO,
                             capture_output=True, text=True, check=True).stdout
     old = REPO / "bench" / f".parsing_{ref}.py"
     old.write_text(source)

@@ -45,17 +45,17 @@ class Result:
 
 
 def _requests(n: int, tag: str):
-    from lm_eval_mathjudge.types import JudgeRequest
+    from lm_eval_mathjudge.core.types import JudgeRequest
 
     return [JudgeRequest(prompt=f"[{tag}] Problem {i}: Janet's ducks lay 16 eggs per day. "
                                 f"The student says 18. Is it right?") for i in range(n)]
 
 
 def run(name: str, server: ChatCompletionsServer, args: argparse.Namespace, **settings) -> Result:
-    from lm_eval_mathjudge.backends.openai_chat import OpenAIChatBackend
-    from lm_eval_mathjudge.client import JudgeClient
-    from lm_eval_mathjudge.config import JudgeSettings
-    from lm_eval_mathjudge.parsing import parse_exact_match
+    from lm_eval_mathjudge.backends.openai.chat import OpenAIChatBackend
+    from lm_eval_mathjudge.judging.client import JudgeClient
+    from lm_eval_mathjudge.settings.schema import JudgeSettings
+    from lm_eval_mathjudge.core.parsing import parse_exact_match
 
     server.reset()
     s = JudgeSettings(backend="openai", model="gpt-4-turbo-2024-04-09", base_url=server.url, cache=False,

@@ -29,14 +29,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPLAY_FILE, REPO, read_jsonl  # noqa: E402
 
-from lm_eval_mathjudge import client as client_module  # noqa: E402
-from lm_eval_mathjudge import run  # noqa: E402
-from lm_eval_mathjudge.cache import Reply  # noqa: E402
-from lm_eval_mathjudge.client import JudgeClient  # noqa: E402
-from lm_eval_mathjudge.config import JudgeSettings  # noqa: E402
-from lm_eval_mathjudge.data import gsm8k_answer  # noqa: E402
-from lm_eval_mathjudge.judges import EXACT_MATCH  # noqa: E402
-from lm_eval_mathjudge import prompts  # noqa: E402
+from lm_eval_mathjudge.judging import client as client_module  # noqa: E402
+from lm_eval_mathjudge.harness import run  # noqa: E402
+from lm_eval_mathjudge.judging.cache import Reply  # noqa: E402
+from lm_eval_mathjudge.judging.client import JudgeClient  # noqa: E402
+from lm_eval_mathjudge.settings.schema import JudgeSettings  # noqa: E402
+from lm_eval_mathjudge.core.docs import gsm8k_answer  # noqa: E402
+from lm_eval_mathjudge.core.judges import EXACT_MATCH  # noqa: E402
+from lm_eval_mathjudge.core import prompts  # noqa: E402
 
 VERDICT = "Error Analysis: the final answers agree.\nFinal Verdict: Correct"
 

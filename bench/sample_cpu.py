@@ -35,11 +35,13 @@ from pathlib import Path
 
 from _common import REPO, finish, read_jsonl
 
-from lm_eval_mathjudge import backends, client as client_module, data, prompts
-from lm_eval_mathjudge.cache import ReplyCache
-from lm_eval_mathjudge.client import JudgeClient
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.judges import JUDGES
+from lm_eval_mathjudge import backends
+from lm_eval_mathjudge.judging import client as client_module
+from lm_eval_mathjudge.core import docs as data, prompts
+from lm_eval_mathjudge.judging.cache import ReplyCache
+from lm_eval_mathjudge.judging.client import JudgeClient
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.judges import JUDGES
 
 MODEL = "gpt-4-turbo-2024-04-09"
 SDK_PARTS = ("/openai/", "/pydantic/", "/pydantic_core/", "/httpx2/", "/httpx/", "/httpcore/", "/h11/", "/anyio/",

@@ -81,8 +81,8 @@ class FaultyJudge(ChatCompletionsServer):
 def build_prompts(data_dir: Path, docs: int) -> tuple[list[str], list[bool]]:
     import datasets
 
-    from lm_eval_mathjudge.data import gsm8k
-    from lm_eval_mathjudge.judges import JUDGES
+    from lm_eval_mathjudge.core.docs import gsm8k
+    from lm_eval_mathjudge.core.judges import JUDGES
 
     rows = [json.loads(line) for line in (data_dir / "gsm8k" / "test.jsonl").read_text().splitlines() if line][:docs]
     prompts, truth = [], []
@@ -101,11 +101,11 @@ def judge_in_process(cache_dir: str, base_url: str, prompts: list[str], concurre
 
         os.environ.setdefault("OPENAI_API_KEY", "soak-dummy-key")  # the loopback judge checks none
         from lm_eval_mathjudge import backends
-        from lm_eval_mathjudge.cache import ReplyCache
-        from lm_eval_mathjudge.client import JudgeClient
-        from lm_eval_mathjudge.config import resolve_settings
-        from lm_eval_mathjudge.judges import JUDGES
-        from lm_eval_mathjudge.types import JudgeRequest
+        from lm_eval_mathjudge.judging.cache import ReplyCache
+        from lm_eval_mathjudge.judging.client import JudgeClient
+        from lm_eval_mathjudge.settings.schema import resolve_settings
+        from lm_eval_mathjudge.core.judges import JUDGES
+        from lm_eval_mathjudge.core.types import JudgeRequest
 
         settings = resolve_settings("exact_match", None, {
             "judge_base_url": base_url, "judge_concurrency": concurrency, "judge_max_retries": 12,

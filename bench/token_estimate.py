@@ -35,8 +35,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lm_eval_mathjudge import data, token_rules  # noqa: E402
-from lm_eval_mathjudge.judges import JUDGES  # noqa: E402
+from lm_eval_mathjudge.core import docs as data  # noqa: E402
+from lm_eval_mathjudge.cost import token_rules
+from lm_eval_mathjudge.core.judges import JUDGES  # noqa: E402
 
 URLS = {"cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
         "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"}

@@ -36,14 +36,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _default_cache_dir() -> str:
-    from .config import resolve_settings
+    from .settings.schema import resolve_settings
 
     return resolve_settings("exact_match", None, None).resolved_cache_dir()
 
 
 def _cache(folder: str, clear: bool) -> int:
-    from .cache import FILE_NAME, SQLITE_SUFFIXES, ReplyCache
-    from .recovery import GENERATIONS_DIR
+    from .harness.recovery import GENERATIONS_DIR
+    from .judging.cache import FILE_NAME, SQLITE_SUFFIXES, ReplyCache
 
     path = os.path.join(folder, FILE_NAME)
     generations = os.path.join(folder, GENERATIONS_DIR)

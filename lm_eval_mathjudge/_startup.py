@@ -88,9 +88,9 @@ def _with_our_dir(include_path) -> list:
 def _register_models(module) -> None:
     from lm_eval.api.registry import model_registry
 
-    from lm_eval_mathjudge.generators import ADAPTERS  # a table of names only: no SDK, no lm-eval
+    from .generators import ADAPTERS  # a table of names only: no SDK, no lm-eval
 
-    for name, target in {REPLAY_MODEL: "lm_eval_mathjudge.replay:ReplayLM", **ADAPTERS}.items():
+    for name, target in {REPLAY_MODEL: "lm_eval_mathjudge.harness.replay:ReplayLM", **ADAPTERS}.items():
         if name not in model_registry:
             model_registry.register(name, target=target)
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .errors import ConfigError
+from .core.errors import ConfigError
 
 SUPPORTED = "lm-eval 0.4.12, 0.4.13 or 0.5.0.dev1"
 # What pyproject.toml declares (tests/test_compat.py keeps the two in step). PEP 440 specifier

@@ -24,7 +24,7 @@ def cache_writer(directory: str, worker: int, rows: int, start, results) -> None
     Waits on `start` (a multiprocessing Barrier) so every process writes at once,
     then reports (worker, written, errors) on the `results` queue.
     """
-    from lm_eval_mathjudge.cache import Reply, ReplyCache
+    from lm_eval_mathjudge.judging.cache import Reply, ReplyCache
 
     errors: list[str] = []
     written = 0
@@ -49,7 +49,7 @@ def wire_faults(timeout_delay: float) -> list:
     """Faults both wire protocols must map the same way: (inject kwargs, error, kind, status, retry_after)."""
     import pytest
 
-    from lm_eval_mathjudge.errors import FatalJudgeError, TransientJudgeError
+    from lm_eval_mathjudge.core.errors import FatalJudgeError, TransientJudgeError
 
     transient = [({"status": 429, "headers": {"Retry-After": "1"}}, "rate_limited", 429, 1.0, "429-retry-after"),
                  ({"status": 429}, "rate_limited", 429, None, "429-no-header"),
@@ -92,11 +92,11 @@ def shared_cache_judge(cache_dir: str, base_url: str, prompts: list, start, resu
     """
     try:
         from lm_eval_mathjudge import backends
-        from lm_eval_mathjudge.cache import ReplyCache
-        from lm_eval_mathjudge.client import JudgeClient
-        from lm_eval_mathjudge.config import resolve_settings
-        from lm_eval_mathjudge.judges import JUDGES
-        from lm_eval_mathjudge.types import JudgeRequest
+        from lm_eval_mathjudge.judging.cache import ReplyCache
+        from lm_eval_mathjudge.judging.client import JudgeClient
+        from lm_eval_mathjudge.settings.schema import resolve_settings
+        from lm_eval_mathjudge.core.judges import JUDGES
+        from lm_eval_mathjudge.core.types import JudgeRequest
 
         settings = resolve_settings("exact_match", None, {"judge_base_url": base_url, "judge_concurrency": 4,
                                                           "judge_max_retries": 0}, environ={})
@@ -135,9 +135,9 @@ def isolate_gemini_sdk(monkeypatch, key: str) -> None:
     """google-genai talks to the loopback server with ``key`` only; retries and File API polls are fast."""
     import functools
 
-    from lm_eval_mathjudge import client as client_module
-    from lm_eval_mathjudge.backends import gemini
-    from lm_eval_mathjudge.retry import RetryPolicy
+    from lm_eval_mathjudge.judging import client as client_module
+    from lm_eval_mathjudge.backends.gemini import online as gemini
+    from lm_eval_mathjudge.calls.retry import RetryPolicy
 
     monkeypatch.setenv("GEMINI_API_KEY", key)
     for name in GEMINI_SDK_ENV:

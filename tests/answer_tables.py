@@ -127,14 +127,14 @@ HONEST = {
 
 def _working(solution: str) -> str:
     """A GSM8K reference solution as a model writes it: no calculator notes, no '#### N' line."""
-    from lm_eval_mathjudge.data import CALCULATOR
+    from lm_eval_mathjudge.core.docs import CALCULATOR
 
     return CALCULATOR.sub("", solution.rsplit("####", 1)[0]).strip()
 
 
 def gsm8k_docs(n: int = 100) -> list[dict]:
     """The first n GSM8K docs with their gold value, two wrong values and their worked solution."""
-    from lm_eval_mathjudge.data import gsm8k_answer
+    from lm_eval_mathjudge.core.docs import gsm8k_answer
 
     docs = []
     for index, row in enumerate(read_jsonl(SHARED_DATA / "gsm8k" / "test.jsonl")[:n]):

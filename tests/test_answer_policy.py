@@ -1,14 +1,14 @@
-"""The answer policy (lm_eval_mathjudge.answers) through the real local judge: hacked answers earn nothing, honest
+"""The answer policy (lm_eval_mathjudge.core.answers) through the real local judge: hacked answers earn nothing, honest
 ones keep their credit. Table-driven on real GSM8K docs and real MATH-500 answers (answer_tables.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from lm_eval_mathjudge import answers
+from lm_eval_mathjudge.core import answers
 from lm_eval_mathjudge.backends.local import LocalBackend
-from lm_eval_mathjudge.parsing import parse_exact_match
-from lm_eval_mathjudge.types import JudgeRequest
+from lm_eval_mathjudge.core.parsing import parse_exact_match
+from lm_eval_mathjudge.core.types import JudgeRequest
 from tests.answer_tables import HACKED, HONEST, MATH_HACKED, MATH_SINGLE, gsm8k_docs, render
 from tests.conftest import read_jsonl
 

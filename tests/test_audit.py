@@ -13,10 +13,10 @@ from collections import Counter
 import pytest
 
 from lm_eval_mathjudge.audit import battery, score
-from lm_eval_mathjudge.config import AUDIT_LIMIT, resolve_run_options
-from lm_eval_mathjudge.errors import ConfigError
-from lm_eval_mathjudge.reports.stats import wilson_interval
-from lm_eval_mathjudge.types import Outcome
+from lm_eval_mathjudge.settings.schema import AUDIT_LIMIT, resolve_run_options
+from lm_eval_mathjudge.core.errors import ConfigError
+from lm_eval_mathjudge.core.stats import wilson_interval
+from lm_eval_mathjudge.core.types import Outcome
 from tests.conftest import DATASETS, SHARED_DATA
 from tests.loopback.scripted import task_docs
 

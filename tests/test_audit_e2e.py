@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 
 from lm_eval_mathjudge.backends.local import LocalBackend
-from lm_eval_mathjudge.parsing import parse_exact_match
-from lm_eval_mathjudge.prompts import neutralise
-from lm_eval_mathjudge.reports.stats import wilson_interval
-from lm_eval_mathjudge.types import JudgeRequest
+from lm_eval_mathjudge.core.parsing import parse_exact_match
+from lm_eval_mathjudge.core.prompts import neutralise
+from lm_eval_mathjudge.core.stats import wilson_interval
+from lm_eval_mathjudge.core.types import JudgeRequest
 from tests.conftest import SHARED_DATA, read_jsonl
 from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, fenced, run_lm_eval
 from tests.loopback import ChatCompletionsServer, GeminiServer

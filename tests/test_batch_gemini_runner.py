@@ -11,15 +11,15 @@ import hashlib
 
 import pytest
 
-from lm_eval_mathjudge.backends.gemini import GeminiBackend
-from lm_eval_mathjudge.batch import gemini_batch
+from lm_eval_mathjudge.backends.gemini.online import GeminiBackend
+from lm_eval_mathjudge.backends.gemini import batch as gemini_batch
 from lm_eval_mathjudge.batch.base import BatchPending
 from lm_eval_mathjudge.batch.runner import JobStore
-from lm_eval_mathjudge.cache import ReplyCache
-from lm_eval_mathjudge.client import JudgeClient
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.parsing import parse_vlm
-from lm_eval_mathjudge.types import JudgeRequest, Media
+from lm_eval_mathjudge.judging.cache import ReplyCache
+from lm_eval_mathjudge.judging.client import JudgeClient
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.parsing import parse_vlm
+from lm_eval_mathjudge.core.types import JudgeRequest, Media
 from tests._helpers import isolate_gemini_sdk
 from tests.loopback.gemini_batch_server import GeminiBatchServer
 

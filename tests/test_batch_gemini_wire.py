@@ -15,15 +15,16 @@ import json
 
 import pytest
 
-from lm_eval_mathjudge.backends import gemini
-from lm_eval_mathjudge.backends.gemini import GeminiBackend
-from lm_eval_mathjudge.batch import base, gemini_batch
-from lm_eval_mathjudge.batch.gemini_batch import GeminiBatchProvider
-from lm_eval_mathjudge.cache import request_key
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.errors import JudgeCallError, JudgeRefusal, TransientJudgeError
-from lm_eval_mathjudge.retry import RetryPolicy
-from lm_eval_mathjudge.types import JudgeRequest, Media, Reply
+from lm_eval_mathjudge.backends.gemini import online as gemini
+from lm_eval_mathjudge.backends.gemini.online import GeminiBackend
+from lm_eval_mathjudge.batch import base
+from lm_eval_mathjudge.backends.gemini import batch as gemini_batch
+from lm_eval_mathjudge.backends.gemini.batch import GeminiBatchProvider
+from lm_eval_mathjudge.judging.cache import request_key
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.errors import JudgeCallError, JudgeRefusal, TransientJudgeError
+from lm_eval_mathjudge.calls.retry import RetryPolicy
+from lm_eval_mathjudge.core.types import JudgeRequest, Media, Reply
 from tests._helpers import isolate_gemini_sdk
 from tests.loopback.gemini_batch_server import GeminiBatchServer
 from tests.test_gemini_backend_wire import PROMPT, REPLY_RIGHT, REPLY_WRONG, RIGHT, WRONG  # the same graded pair

@@ -14,10 +14,10 @@ import pytest
 from lm_eval_mathjudge.batch import base
 from lm_eval_mathjudge.batch.jobs import JobStore
 from lm_eval_mathjudge.batch.runner import BatchRun
-from lm_eval_mathjudge.cache import ReplyCache
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.errors import JudgeRefusal, TransientJudgeError
-from lm_eval_mathjudge.types import JudgeRequest, Reply
+from lm_eval_mathjudge.judging.cache import ReplyCache
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.errors import JudgeRefusal, TransientJudgeError
+from lm_eval_mathjudge.core.types import JudgeRequest, Reply
 
 CORRECT = "Error Analysis: The student's final answer is 18 and the reference answer is 18.\nFinal Verdict: Correct"
 
@@ -234,7 +234,7 @@ class _WithBatch:
 ])
 def test_a_batch_mode_that_cannot_work_is_refused_when_the_client_is_built(tmp_path, backend, has_api, cache, error):
     from lm_eval_mathjudge.batch.runner import check
-    from lm_eval_mathjudge.errors import ConfigError
+    from lm_eval_mathjudge.core.errors import ConfigError
 
     settings = JudgeSettings(backend=backend, mode="batch")
     args = (_WithBatch() if has_api else object(), settings, ReplyCache(str(tmp_path)) if cache else None)
@@ -246,7 +246,7 @@ def test_a_batch_mode_that_cannot_work_is_refused_when_the_client_is_built(tmp_p
 
 
 def test_a_job_the_provider_no_longer_knows_is_dropped_and_its_requests_submitted_again(tmp_path):
-    from lm_eval_mathjudge.errors import FatalJudgeError
+    from lm_eval_mathjudge.core.errors import FatalJudgeError
 
     items = _items(2)
     with JobStore(str(ReplyCache(str(tmp_path / "cache")).path)) as store:

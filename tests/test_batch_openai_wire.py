@@ -6,14 +6,15 @@ import json
 
 import pytest
 
-from lm_eval_mathjudge import backends, prompts
+from lm_eval_mathjudge import backends
+from lm_eval_mathjudge.core import prompts
 from lm_eval_mathjudge.batch import base
-from lm_eval_mathjudge.cache import ReplyCache, request_key
-from lm_eval_mathjudge.client import JudgeClient
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.errors import JudgeRefusal, TransientJudgeError
-from lm_eval_mathjudge.judges import JUDGES
-from lm_eval_mathjudge.types import JudgeRequest, Media, Reply
+from lm_eval_mathjudge.judging.cache import ReplyCache, request_key
+from lm_eval_mathjudge.judging.client import JudgeClient
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.errors import JudgeRefusal, TransientJudgeError
+from lm_eval_mathjudge.core.judges import JUDGES
+from lm_eval_mathjudge.core.types import JudgeRequest, Media, Reply
 from tests.e2e import CANARY_KEY
 from tests.loopback import ChatCompletionsServer
 from tests.loopback.openai_batch_server import OpenAIBatchServer
@@ -213,7 +214,7 @@ def test_batch_mode_in_the_client_gives_the_online_verdicts(tmp_path, fallback, 
 
 
 def test_a_run_larger_than_one_job_is_split_and_every_verdict_comes_back(tmp_path, monkeypatch):
-    from lm_eval_mathjudge.batch import openai_batch
+    from lm_eval_mathjudge.backends.openai import batch as openai_batch
 
     monkeypatch.setattr(openai_batch.OpenAIBatchProvider, "limits", base.Limits(max_requests=3, max_bytes=10**9))
     requests = [JudgeRequest(prompt=f"Is this even? {i}") for i in range(7)]

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from lm_eval_mathjudge.cache import FILE_NAME, Reply, ReplyCache, request_key
-from lm_eval_mathjudge.types import JudgeRequest, Media
+from lm_eval_mathjudge.judging.cache import FILE_NAME, Reply, ReplyCache, request_key
+from lm_eval_mathjudge.core.types import JudgeRequest, Media
 from tests._helpers import REPLY_CORRECT, REPLY_INCORRECT, cache_writer, run_threads
 
 JUDGE = "openai:gpt-4-turbo-2024-04-09"

@@ -27,13 +27,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lm_eval_mathjudge import cascade
+from lm_eval_mathjudge.judging import cascade
 from lm_eval_mathjudge.backends.local import LocalBackend
-from lm_eval_mathjudge.client import JudgeClient, JudgeStats
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.judges import EXACT_MATCH
-from lm_eval_mathjudge.parsing import ExactMatchVerdict, parse_exact_match
-from lm_eval_mathjudge.types import JudgeRequest, Outcome
+from lm_eval_mathjudge.judging.client import JudgeClient, JudgeStats
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.judges import EXACT_MATCH
+from lm_eval_mathjudge.core.parsing import ExactMatchVerdict, parse_exact_match
+from lm_eval_mathjudge.core.types import JudgeRequest, Outcome
 from tests.answer_tables import gsm8k_docs
 from tests.e2e import CANARY_KEY, run_lm_eval
 from tests.loopback import ChatCompletionsServer

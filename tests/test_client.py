@@ -10,14 +10,14 @@ from typing import Any, Callable
 
 import pytest
 
-from lm_eval_mathjudge import client as client_module
-from lm_eval_mathjudge.cache import Reply, ReplyCache, request_key
-from lm_eval_mathjudge.client import JudgeClient
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.errors import FatalJudgeError, TransientJudgeError
-from lm_eval_mathjudge.parsing import parse_exact_match
-from lm_eval_mathjudge.retry import RetryPolicy
-from lm_eval_mathjudge.types import JudgeRequest
+from lm_eval_mathjudge.judging import client as client_module
+from lm_eval_mathjudge.judging.cache import Reply, ReplyCache, request_key
+from lm_eval_mathjudge.judging.client import JudgeClient
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.errors import FatalJudgeError, TransientJudgeError
+from lm_eval_mathjudge.core.parsing import parse_exact_match
+from lm_eval_mathjudge.calls.retry import RetryPolicy
+from lm_eval_mathjudge.core.types import JudgeRequest
 from tests._helpers import REPLY_CORRECT, REPLY_INCORRECT, REPLY_OFF_CONTRACT
 
 TEMPLATE = "exact_match@test0000"
@@ -358,7 +358,7 @@ def test_client_applies_rpm_across_threads():
 
 # ---------------------------------------------------------------- judge-level refusals
 def test_a_400_on_attached_media_fails_that_sample_only():
-    from lm_eval_mathjudge.types import Media
+    from lm_eval_mathjudge.core.types import Media
 
     video = Media(source="/runs/q1.mp4", mime_type="video/mp4", sha256="ab" * 32, size=10, data=b"0" * 10)
 
@@ -378,7 +378,7 @@ def test_a_400_on_attached_media_fails_that_sample_only():
 
 
 def test_a_refusal_is_counted_not_retried_and_not_cached(cache):
-    from lm_eval_mathjudge.errors import JudgeRefusal
+    from lm_eval_mathjudge.core.errors import JudgeRefusal
 
     def script(request, attempt):
         raise JudgeRefusal("the judge stopped: finish reason SAFETY", kind="safety")

@@ -13,15 +13,15 @@ import functools
 
 import pytest
 
-from lm_eval_mathjudge import client as client_module
-from lm_eval_mathjudge import cost
-from lm_eval_mathjudge.backends.gemini import GeminiBackend
-from lm_eval_mathjudge.backends.openai_chat import OpenAIChatBackend
-from lm_eval_mathjudge.cache import ReplyCache
-from lm_eval_mathjudge.client import JudgeClient
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.judges import JUDGES
-from lm_eval_mathjudge.retry import RetryPolicy
+from lm_eval_mathjudge.judging import client as client_module
+from lm_eval_mathjudge.cost import ledger as cost
+from lm_eval_mathjudge.backends.gemini.online import GeminiBackend
+from lm_eval_mathjudge.backends.openai.chat import OpenAIChatBackend
+from lm_eval_mathjudge.judging.cache import ReplyCache
+from lm_eval_mathjudge.judging.client import JudgeClient
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.judges import JUDGES
+from lm_eval_mathjudge.calls.retry import RetryPolicy
 from tests.conftest import SHARED_DATA, read_jsonl
 from tests.loopback import ChatCompletionsServer, GeminiServer
 from tests.loopback._base import count_words
@@ -51,7 +51,7 @@ def docs():
     """The first GSM8K test docs, normalised as the tasks do, with real GPT-3 outputs."""
     import datasets
 
-    from lm_eval_mathjudge import data
+    from lm_eval_mathjudge.core import docs as data
 
     rows = read_jsonl(SHARED_DATA / "gsm8k" / "test.jsonl")[:6]
     outputs = read_jsonl(SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl")[:6]

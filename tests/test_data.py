@@ -7,8 +7,8 @@ import json
 import datasets
 import pytest
 
-from lm_eval_mathjudge import data
-from lm_eval_mathjudge.errors import ConfigError
+from lm_eval_mathjudge.core import docs as data
+from lm_eval_mathjudge.core.errors import ConfigError
 from tests.conftest import REPO, read_jsonl, write_data_slice
 
 

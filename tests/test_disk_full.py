@@ -21,16 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_mathjudge import files, recovery
+from lm_eval_mathjudge.core import files
+from lm_eval_mathjudge.harness import recovery
 from lm_eval_mathjudge.backends import build
 from lm_eval_mathjudge.batch.jobs import JobStore
-from lm_eval_mathjudge.cache import FILE_NAME, Reply, ReplyCache
-from lm_eval_mathjudge.client import JudgeClient, preflight_once
-from lm_eval_mathjudge.config import resolve_settings
-from lm_eval_mathjudge.errors import FatalJudgeError
+from lm_eval_mathjudge.judging.cache import FILE_NAME, Reply, ReplyCache
+from lm_eval_mathjudge.judging.client import JudgeClient, preflight_once
+from lm_eval_mathjudge.settings.schema import resolve_settings
+from lm_eval_mathjudge.core.errors import FatalJudgeError
 from lm_eval_mathjudge.generators.store import MediaStore
-from lm_eval_mathjudge.judges import JUDGES
-from lm_eval_mathjudge.types import JudgeRequest
+from lm_eval_mathjudge.core.judges import JUDGES
+from lm_eval_mathjudge.core.types import JudgeRequest
 from tests import media_fixtures
 from tests._helpers import REPLY_CORRECT
 from tests.conftest import read_jsonl, write_data_slice

@@ -22,7 +22,7 @@ TASKS = [f"{ds}_{judge}" for ds in DATASETS for judge in ("gpt4em", "vlmjudge")]
 
 
 def _gold_answers(data_dir) -> dict[str, str]:
-    from lm_eval_mathjudge import data
+    from lm_eval_mathjudge.core import docs as data
 
     gold = {}
     for name in DATASETS:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lm_eval_mathjudge.backends import effective_endpoint
-from lm_eval_mathjudge.config import JudgeSettings
+from lm_eval_mathjudge.settings.schema import JudgeSettings
 
 CASES = [
     # backend, base_url, environment, recorded endpoint

@@ -13,10 +13,10 @@ import re
 
 import pytest
 
-from lm_eval_mathjudge import prompts
-from lm_eval_mathjudge.cache import request_key
-from lm_eval_mathjudge.errors import ConfigError
-from lm_eval_mathjudge.judges import EXACT_MATCH, VLM
+from lm_eval_mathjudge.core import prompts
+from lm_eval_mathjudge.judging.cache import request_key
+from lm_eval_mathjudge.core.errors import ConfigError
+from lm_eval_mathjudge.core.judges import EXACT_MATCH, VLM
 
 DOC = {"mj_question": "Janet's ducks lay 16 eggs per day. She eats 3 and bakes with 4. She sells the rest at $2 "
                       "each. How much does she make?",
@@ -116,8 +116,8 @@ def test_a_token_the_answer_contains_is_derived_again(monkeypatch):
 
 
 def test_the_prompt_versions_changed_and_enter_the_cache_key():
-    from lm_eval_mathjudge.client import JudgeClient
-    from lm_eval_mathjudge.config import JudgeSettings
+    from lm_eval_mathjudge.judging.client import JudgeClient
+    from lm_eval_mathjudge.settings.schema import JudgeSettings
 
     # The version the results recorded before the fence: verdicts cached under it are keyed by it, so
     # none is reused for the fenced prompt.

@@ -16,18 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_mathjudge import preflight
-from lm_eval_mathjudge.backends.gemini import GeminiBackend
-from lm_eval_mathjudge.backends.gemini import sdk_endpoint as gemini_endpoint
-from lm_eval_mathjudge.backends.openai_chat import OpenAIChatBackend
-from lm_eval_mathjudge.backends.openai_chat import sdk_endpoint as openai_endpoint
-from lm_eval_mathjudge.cache import ReplyCache
-from lm_eval_mathjudge.client import JudgeClient, preflight_once
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.errors import FatalJudgeError
-from lm_eval_mathjudge.parsing import parse_exact_match
-from lm_eval_mathjudge.redact import public_url
-from lm_eval_mathjudge.types import JudgeRequest, Reply
+from lm_eval_mathjudge.judging import preflight
+from lm_eval_mathjudge.backends.gemini.online import GeminiBackend
+from lm_eval_mathjudge.backends.gemini.online import sdk_endpoint as gemini_endpoint
+from lm_eval_mathjudge.backends.openai.chat import OpenAIChatBackend
+from lm_eval_mathjudge.backends.openai.chat import sdk_endpoint as openai_endpoint
+from lm_eval_mathjudge.judging.cache import ReplyCache
+from lm_eval_mathjudge.judging.client import JudgeClient, preflight_once
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.errors import FatalJudgeError
+from lm_eval_mathjudge.core.parsing import parse_exact_match
+from lm_eval_mathjudge.core.redact import public_url
+from lm_eval_mathjudge.core.types import JudgeRequest, Reply
 from tests.conftest import REPO, read_jsonl
 from tests.e2e import CANARY_KEY, boxed, exact_match_judge, run_lm_eval
 from tests.loopback import ChatCompletionsServer, GeminiServer
@@ -40,7 +40,7 @@ SDK_MODULES = ("openai", "google.genai")
 # set's process_docs and, at exit, writes them and the SDK modules present to $MJ_PROBE_OUT.
 PROBE = textwrap.dedent("""
     import atexit, json, os, sys
-    import lm_eval_mathjudge.data as _data
+    import lm_eval_mathjudge.core.docs as _data
 
     _calls = {}
 
@@ -175,7 +175,7 @@ def test_process_docs_runs_once_per_task_however_often_lm_eval_asks(data_slice, 
     from lm_eval.evaluator_utils import get_sample_size
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_mathjudge import data
+    from lm_eval_mathjudge.core import docs as data
 
     calls = []
     real = data.gsm8k
@@ -199,9 +199,9 @@ def test_process_docs_runs_once_per_task_however_often_lm_eval_asks(data_slice, 
 # ------------------------------------------------------------------------------ lazy SDK clients
 BUILD_WITHOUT_SDK = textwrap.dedent("""
     import json, sys
-    from lm_eval_mathjudge.backends.gemini import GeminiBackend
-    from lm_eval_mathjudge.backends.openai_chat import OpenAIChatBackend
-    from lm_eval_mathjudge.config import JudgeSettings
+    from lm_eval_mathjudge.backends.gemini.online import GeminiBackend
+    from lm_eval_mathjudge.backends.openai.chat import OpenAIChatBackend
+    from lm_eval_mathjudge.settings.schema import JudgeSettings
 
     built = [OpenAIChatBackend(JudgeSettings(backend="openai", model="gpt-4o", base_url=sys.argv[1])),
              GeminiBackend(JudgeSettings(backend="gemini", model="gemini-2.5-pro", base_url=sys.argv[1]))]
@@ -328,7 +328,7 @@ class CountingBackend:
 
 def _new_process(monkeypatch):
     """What another process sees: nothing checked in memory, only the cache."""
-    from lm_eval_mathjudge import client as client_module
+    from lm_eval_mathjudge.judging import client as client_module
     monkeypatch.setattr(client_module, "_PREFLIGHTED", set())
 
 
@@ -396,7 +396,7 @@ def test_with_preflight_off_the_client_is_still_built_before_generation(monkeypa
 
 # ------------------------------------------------------------------------------ redaction per sample
 def test_the_remembered_secret_values_follow_every_change_of_the_environment(monkeypatch):
-    from lm_eval_mathjudge.redact import redact
+    from lm_eval_mathjudge.core.redact import redact
 
     monkeypatch.setenv("MJ_PROXY_TOKEN", "first-secret-value-1")
     assert redact("a first-secret-value-1 b") == "a *** b"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from lm_eval_mathjudge import flags
+from lm_eval_mathjudge.core import flags
 from tests.conftest import DATASETS, SHARED_DATA, read_jsonl
 
 WORK = "Janet has 16 - 3 - 4 = 9 eggs left and sells them for $2 each: 9 * 2 = 18.\n"

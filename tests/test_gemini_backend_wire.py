@@ -15,15 +15,15 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from lm_eval_mathjudge.backends import gemini
-from lm_eval_mathjudge.backends.gemini import GeminiBackend
-from lm_eval_mathjudge.cache import ReplyCache
-from lm_eval_mathjudge.client import JudgeClient
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.errors import FatalJudgeError, TransientJudgeError
-from lm_eval_mathjudge.parsing import parse_vlm
-from lm_eval_mathjudge.retry import RetryPolicy
-from lm_eval_mathjudge.types import JudgeRequest, Media
+from lm_eval_mathjudge.backends.gemini import online as gemini
+from lm_eval_mathjudge.backends.gemini.online import GeminiBackend
+from lm_eval_mathjudge.judging.cache import ReplyCache
+from lm_eval_mathjudge.judging.client import JudgeClient
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.errors import FatalJudgeError, TransientJudgeError
+from lm_eval_mathjudge.core.parsing import parse_vlm
+from lm_eval_mathjudge.calls.retry import RetryPolicy
+from lm_eval_mathjudge.core.types import JudgeRequest, Media
 from tests import media_fixtures
 from tests._helpers import wire_faults, isolate_gemini_sdk
 from tests.loopback import GeminiServer
@@ -489,8 +489,8 @@ def test_hour_long_retry_delay_fails_the_call_without_waiting(server, fault, wai
 
 
 def test_text_the_wire_cannot_carry_fails_that_sample_only_and_is_never_sent(server):
-    from lm_eval_mathjudge.errors import UnsendableRequest
-    from lm_eval_mathjudge.retry import call_with_retries
+    from lm_eval_mathjudge.core.errors import UnsendableRequest
+    from lm_eval_mathjudge.calls.retry import call_with_retries
 
     backend = GeminiBackend(settings(server))
     try:

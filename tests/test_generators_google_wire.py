@@ -15,13 +15,13 @@ import os
 
 import pytest
 
-from lm_eval_mathjudge.errors import (ConfigError, FatalJudgeError, GenerationFailure, GenerationRunError,
-                                      TransientJudgeError)
+from lm_eval_mathjudge.core.errors import (ConfigError, FatalJudgeError, GenerationFailure, GenerationRunError,
+                                           TransientJudgeError)
 from lm_eval_mathjudge.generators.base import GeneratorSettings, Job
 from lm_eval_mathjudge.generators.gemini_image import GeminiImageGenerator
 from lm_eval_mathjudge.generators.store import MediaStore
 from lm_eval_mathjudge.generators.veo import VeoGenerator
-from lm_eval_mathjudge.retry import RetryPolicy
+from lm_eval_mathjudge.calls.retry import RetryPolicy
 from tests import media_fixtures as fx
 from tests._helpers import Req
 from tests.loopback.google_media_server import ACCESS_TOKEN, PROJECT, GoogleMediaServer

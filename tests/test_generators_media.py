@@ -7,9 +7,9 @@ import json
 import pytest
 
 from lm_eval_mathjudge import generators
-from lm_eval_mathjudge.errors import ConfigError
+from lm_eval_mathjudge.core.errors import ConfigError
 from lm_eval_mathjudge.generators.pregenerated import PregeneratedMediaLM
-from lm_eval_mathjudge.media import media_reference
+from lm_eval_mathjudge.core.media import media_reference
 from tests import media_fixtures as fx
 from tests.test_generators_openai_wire import Req
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_mathjudge import generators
-from lm_eval_mathjudge.errors import ConfigError, GenerationRunError
+from lm_eval_mathjudge.core.errors import ConfigError, GenerationRunError
 from lm_eval_mathjudge.generators.openai_image import OpenAIImageLM
 from lm_eval_mathjudge.generators.sora import SoraLM
 from tests import media_fixtures as fx

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_mathjudge.cache import FILE_NAME, Reply, ReplyCache, request_key
-from lm_eval_mathjudge.recovery import save_generations
+from lm_eval_mathjudge.judging.cache import FILE_NAME, Reply, ReplyCache, request_key
+from lm_eval_mathjudge.harness.recovery import save_generations
 from tests._helpers import REPLY_CORRECT, shared_cache_judge
 from tests.loopback import ChatCompletionsServer
 
@@ -70,8 +70,8 @@ def test_a_damaged_cache_is_moved_aside_with_a_message_naming_both_paths(tmp_pat
 
 _READ_ONLY_PROBE = """
 import os, sys
-from lm_eval_mathjudge.cache import ReplyCache
-from lm_eval_mathjudge.errors import ConfigError
+from lm_eval_mathjudge.judging.cache import ReplyCache
+from lm_eval_mathjudge.core.errors import ConfigError
 os.setgid(65534); os.setuid(65534)  # an unprivileged user: root would ignore the file's mode
 try:
     ReplyCache(sys.argv[1])

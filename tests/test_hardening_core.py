@@ -11,21 +11,16 @@ from typing import Any
 import pytest
 
 from lm_eval_mathjudge import _startup
-from lm_eval_mathjudge import client as client_module
-from lm_eval_mathjudge.cache import ReplyCache, request_key
-from lm_eval_mathjudge.client import JudgeClient, outcome_from_error, preflight_once
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.errors import (
-    FatalJudgeError,
-    JudgeRefusal,
-    MediaError,
-    TransientJudgeError,
-    UnparseableReply,
-)
-from lm_eval_mathjudge.parsing import parse_exact_match
-from lm_eval_mathjudge.redact import install_log_filter, redact
-from lm_eval_mathjudge.retry import RetryPolicy
-from lm_eval_mathjudge.types import JudgeRequest, Reply
+from lm_eval_mathjudge.judging import client as client_module
+from lm_eval_mathjudge.judging.cache import ReplyCache, request_key
+from lm_eval_mathjudge.judging.client import JudgeClient, outcome_from_error, preflight_once
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.errors import (FatalJudgeError, JudgeRefusal, MediaError, TransientJudgeError,
+                                           UnparseableReply)
+from lm_eval_mathjudge.core.parsing import parse_exact_match
+from lm_eval_mathjudge.core.redact import install_log_filter, redact
+from lm_eval_mathjudge.calls.retry import RetryPolicy
+from lm_eval_mathjudge.core.types import JudgeRequest, Reply
 from tests._helpers import REPLY_CORRECT
 
 KEY = "sk-canary-7f3d9c2b4a1e8f6d"
@@ -60,7 +55,7 @@ def test_the_log_filter_scrubs_every_module_logger(monkeypatch, caplog):
     monkeypatch.setenv("OPENAI_API_KEY", PLAIN)
     install_log_filter()
     with caplog.at_level(logging.DEBUG, logger="lm_eval_mathjudge"):
-        logging.getLogger("lm_eval_mathjudge.client").warning("judge said %s", PLAIN)
+        logging.getLogger("lm_eval_mathjudge.judging.client").warning("judge said %s", PLAIN)
     assert PLAIN not in caplog.text and "judge said ***" in caplog.text
 
 
@@ -142,7 +137,7 @@ def test_retries_are_a_summary_on_the_progress_bar_not_a_warning_each(capsys, ca
     bar = capsys.readouterr().err
     assert "retries=3" in bar and "rate_limited=3" in bar
     assert client.stats.as_dict()["rate_limited"] == 3
-    records = [r for r in caplog.records if r.name == "lm_eval_mathjudge.client"]
+    records = [r for r in caplog.records if r.name == "lm_eval_mathjudge.judging.client"]
     assert len(records) == 3 and all(r.levelno == logging.DEBUG for r in records)
 
 

@@ -179,7 +179,7 @@ def test_a_damaged_cache_is_moved_aside_before_judging_and_the_run_goes_on(scena
 
 
 def _backends_have_preflight() -> bool:
-    from lm_eval_mathjudge.backends.openai_chat import OpenAIChatBackend
+    from lm_eval_mathjudge.backends.openai.chat import OpenAIChatBackend
 
     return hasattr(OpenAIChatBackend, "preflight")
 

@@ -7,14 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from lm_eval_mathjudge.config import (
-    DEFAULTS,
-    REASONING_MAX_TOKENS,
-    JudgeSettings,
-    is_reasoning_model,
-    resolve_settings,
-)
-from lm_eval_mathjudge.errors import ConfigError
+from lm_eval_mathjudge.settings.schema import (DEFAULTS, REASONING_MAX_TOKENS, JudgeSettings, is_reasoning_model,
+                                               resolve_settings)
+from lm_eval_mathjudge.core.errors import ConfigError
 
 CANARY = "sk-canary-0123456789abcdef"
 

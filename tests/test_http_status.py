@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from lm_eval_mathjudge.backends._http import header_retry_after, status_error
-from lm_eval_mathjudge.errors import FatalJudgeError, JudgeRefusal, TransientJudgeError
+from lm_eval_mathjudge.core.errors import FatalJudgeError, JudgeRefusal, TransientJudgeError
 
 KEYS = "OPENAI_API_KEY"
 ENDPOINT = "https://api.openai.com/v1"

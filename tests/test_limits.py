@@ -14,15 +14,15 @@ import time
 
 import pytest
 
-from lm_eval_mathjudge import client as client_module
-from lm_eval_mathjudge import pool
-from lm_eval_mathjudge.client import JudgeClient
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.errors import TransientJudgeError
-from lm_eval_mathjudge.parsing import parse_exact_match
-from lm_eval_mathjudge.pool import AdaptiveGate, BackendLimits, WindowLimiter, backend_limits
-from lm_eval_mathjudge.retry import RetryPolicy
-from lm_eval_mathjudge.types import JudgeRequest, Reply
+from lm_eval_mathjudge.judging import client as client_module
+from lm_eval_mathjudge.calls import limits as pool
+from lm_eval_mathjudge.judging.client import JudgeClient
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.errors import TransientJudgeError
+from lm_eval_mathjudge.core.parsing import parse_exact_match
+from lm_eval_mathjudge.calls.limits import AdaptiveGate, BackendLimits, WindowLimiter, backend_limits
+from lm_eval_mathjudge.calls.retry import RetryPolicy
+from lm_eval_mathjudge.core.types import JudgeRequest, Reply
 from tests._helpers import REPLY_CORRECT
 
 MARGIN = 1 + pool.WINDOW_MARGIN

@@ -12,14 +12,14 @@ import json
 
 import pytest
 
-from lm_eval_mathjudge import client as client_module
-from lm_eval_mathjudge.backends.openai_chat import OpenAIChatBackend
-from lm_eval_mathjudge.client import JudgeClient
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.parsing import parse_exact_match
-from lm_eval_mathjudge.prompts import load
-from lm_eval_mathjudge.retry import RetryPolicy
-from lm_eval_mathjudge.types import JudgeRequest
+from lm_eval_mathjudge.judging import client as client_module
+from lm_eval_mathjudge.backends.openai.chat import OpenAIChatBackend
+from lm_eval_mathjudge.judging.client import JudgeClient
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.parsing import parse_exact_match
+from lm_eval_mathjudge.core.prompts import load
+from lm_eval_mathjudge.calls.retry import RetryPolicy
+from lm_eval_mathjudge.core.types import JudgeRequest
 from tests.e2e import CANARY_KEY, exact_match_judge, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from lm_eval_mathjudge.backends.local import LocalBackend
-from lm_eval_mathjudge.errors import ConfigError
-from lm_eval_mathjudge.parsing import parse_exact_match
-from lm_eval_mathjudge.types import JudgeRequest
+from lm_eval_mathjudge.core.errors import ConfigError
+from lm_eval_mathjudge.core.parsing import parse_exact_match
+from lm_eval_mathjudge.core.types import JudgeRequest
 from tests.conftest import read_jsonl
 
 
@@ -57,7 +57,7 @@ def test_agrees_with_upstream_labels_on_real_gsm8k_outputs(judge, shared_data):
 
 def test_the_local_judge_refuses_the_vlm_contract():
     from lm_eval_mathjudge.backends import local
-    from lm_eval_mathjudge.config import JudgeSettings
+    from lm_eval_mathjudge.settings.schema import JudgeSettings
 
     with pytest.raises(ConfigError, match="exact-match"):
         local.create(JudgeSettings(backend="local"), "vlm")

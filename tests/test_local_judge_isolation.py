@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from lm_eval_mathjudge.backends.local import ITEM_TIME_LIMIT, LocalBackend
-from lm_eval_mathjudge.client import JudgeClient
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.errors import JudgeRefusal
-from lm_eval_mathjudge.parsing import parse_exact_match
-from lm_eval_mathjudge.types import JudgeRequest
+from lm_eval_mathjudge.judging.client import JudgeClient
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.errors import JudgeRefusal
+from lm_eval_mathjudge.core.parsing import parse_exact_match
+from lm_eval_mathjudge.core.types import JudgeRequest
 from tests.conftest import read_jsonl
 from tests.e2e import run_lm_eval
 
@@ -175,7 +175,7 @@ def test_close_leaves_no_worker_behind():
 _ORPHAN = """
 import sys, time
 from lm_eval_mathjudge.backends.local import LocalBackend
-from lm_eval_mathjudge.types import JudgeRequest
+from lm_eval_mathjudge.core.types import JudgeRequest
 judge = LocalBackend(workers=1, time_limit=2.0)
 judge.complete(JudgeRequest(prompt="", fields={"answer": "1", "response": "1"}))
 print("ready", flush=True)

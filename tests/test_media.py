@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from lm_eval_mathjudge import media
-from lm_eval_mathjudge.errors import MediaError
-from lm_eval_mathjudge.judges import VLM
+from lm_eval_mathjudge.core import media
+from lm_eval_mathjudge.core.errors import MediaError
+from lm_eval_mathjudge.core.judges import VLM
 from tests import media_fixtures as fx
 
 
@@ -191,8 +191,8 @@ def test_without_media_folders_no_path_is_ever_read(tmp_path, monkeypatch):
 def test_saved_generations_and_their_replay_keep_the_media_folders(tmp_path):
     """A media run whose judging failed is resumed by replay: its files must still be attached."""
     from lm_eval_mathjudge import generators
-    from lm_eval_mathjudge.recovery import save_generations
-    from lm_eval_mathjudge.replay import ReplayLM
+    from lm_eval_mathjudge.harness.recovery import save_generations
+    from lm_eval_mathjudge.harness.replay import ReplayLM
     from tests._helpers import Req
 
     folder = tmp_path / "media"

@@ -14,17 +14,17 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from lm_eval_mathjudge.backends import gemini
+from lm_eval_mathjudge.backends.gemini import online as gemini
 from lm_eval_mathjudge.backends._http import status_error
-from lm_eval_mathjudge.backends.gemini import GeminiBackend
-from lm_eval_mathjudge.client import JudgeClient
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.errors import FatalJudgeError, MediaError
-from lm_eval_mathjudge.judges import JUDGES
-from lm_eval_mathjudge.media import load_media, media_problem
-from lm_eval_mathjudge.parsing import parse_vlm
-from lm_eval_mathjudge.retry import transient_status
-from lm_eval_mathjudge.types import JudgeRequest
+from lm_eval_mathjudge.backends.gemini.online import GeminiBackend
+from lm_eval_mathjudge.judging.client import JudgeClient
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.errors import FatalJudgeError, MediaError
+from lm_eval_mathjudge.core.judges import JUDGES
+from lm_eval_mathjudge.core.media import load_media, media_problem
+from lm_eval_mathjudge.core.parsing import parse_vlm
+from lm_eval_mathjudge.calls.retry import transient_status
+from lm_eval_mathjudge.core.types import JudgeRequest
 from tests import media_fixtures as fx
 from tests._helpers import isolate_gemini_sdk
 from tests.conftest import read_jsonl, write_data_slice
@@ -152,7 +152,7 @@ def test_a_never_transient_status_on_a_judge_call_is_asked_once(sdk_env, status)
 
 def test_openai_judge_does_not_retry_a_501(monkeypatch):
     from lm_eval_mathjudge.backends import build
-    from lm_eval_mathjudge.config import resolve_settings
+    from lm_eval_mathjudge.settings.schema import resolve_settings
 
     with ChatCompletionsServer(lambda body: "Final Verdict: Correct") as server:
         server.inject(status=501, times=20)

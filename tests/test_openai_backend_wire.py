@@ -13,17 +13,17 @@ import time
 
 import pytest
 
-from lm_eval_mathjudge import client as client_module
-from lm_eval_mathjudge.backends.openai_chat import OpenAIChatBackend
-from lm_eval_mathjudge.cache import ReplyCache
-from lm_eval_mathjudge.client import JudgeClient
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.errors import FatalJudgeError, TransientJudgeError
-from lm_eval_mathjudge.judges import EXACT_MATCH
-from lm_eval_mathjudge.parsing import parse_exact_match
-from lm_eval_mathjudge.prompts import load
-from lm_eval_mathjudge.retry import RetryPolicy
-from lm_eval_mathjudge.types import Reply
+from lm_eval_mathjudge.judging import client as client_module
+from lm_eval_mathjudge.backends.openai.chat import OpenAIChatBackend
+from lm_eval_mathjudge.judging.cache import ReplyCache
+from lm_eval_mathjudge.judging.client import JudgeClient
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.errors import FatalJudgeError, TransientJudgeError
+from lm_eval_mathjudge.core.judges import EXACT_MATCH
+from lm_eval_mathjudge.core.parsing import parse_exact_match
+from lm_eval_mathjudge.core.prompts import load
+from lm_eval_mathjudge.calls.retry import RetryPolicy
+from lm_eval_mathjudge.core.types import Reply
 from tests._helpers import wire_faults
 from tests.loopback import ChatCompletionsServer
 
@@ -292,7 +292,7 @@ def test_concurrent_calls_overlap_up_to_the_limit(server):
 # ------------------------------------------------------------------------- VLM judge on an OpenAI vision model
 
 def _vlm_client(server):
-    from lm_eval_mathjudge.parsing import parse_vlm
+    from lm_eval_mathjudge.core.parsing import parse_vlm
 
     s = settings(server)
     backend = OpenAIChatBackend(s)
@@ -300,7 +300,7 @@ def _vlm_client(server):
 
 
 def test_vlm_judge_sends_images_as_image_parts_and_refuses_video(server, tmp_path):
-    from lm_eval_mathjudge.judges import VLM
+    from lm_eval_mathjudge.core.judges import VLM
     from tests import media_fixtures as fx
 
     server.responder = lambda body: ("INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nACTION_REFLECTION: 0\n"
@@ -421,8 +421,8 @@ def test_hour_long_retry_after_fails_the_call_without_waiting(server, headers):
 
 def test_text_the_wire_cannot_carry_fails_that_sample_only_and_is_never_sent(server):
     # Through the backend and the retry layer only: the client's cache key of such text is the client's matter.
-    from lm_eval_mathjudge.errors import UnsendableRequest
-    from lm_eval_mathjudge.retry import call_with_retries
+    from lm_eval_mathjudge.core.errors import UnsendableRequest
+    from lm_eval_mathjudge.calls.retry import call_with_retries
 
     broken = EXACT_MATCH.request(DOC, "The answer is \udc80 \\boxed{18}")  # a lone surrogate
     backend = OpenAIChatBackend(settings(server))
@@ -437,9 +437,9 @@ def test_text_the_wire_cannot_carry_fails_that_sample_only_and_is_never_sent(ser
 
 
 def test_a_request_that_cannot_be_built_is_that_samples_failure(server):
-    from lm_eval_mathjudge.errors import UnsendableRequest
-    from lm_eval_mathjudge.retry import call_with_retries
-    from lm_eval_mathjudge.types import JudgeRequest, Media
+    from lm_eval_mathjudge.core.errors import UnsendableRequest
+    from lm_eval_mathjudge.calls.retry import call_with_retries
+    from lm_eval_mathjudge.core.types import JudgeRequest, Media
 
     lost = Media(source="data URL", mime_type="image/png", sha256="0" * 64, size=10)  # neither bytes nor path
     backend = OpenAIChatBackend(settings(server))
@@ -462,7 +462,7 @@ def test_a_request_that_cannot_be_built_is_that_samples_failure(server):
     ("omni-judge", False), ("Qwen/Qwen2.5-72B-Instruct", False), ("llama-o1", False),
 ])
 def test_is_reasoning_model(model, reasoning):
-    from lm_eval_mathjudge.config import is_reasoning_model
+    from lm_eval_mathjudge.settings.schema import is_reasoning_model
 
     assert is_reasoning_model(model) is reasoning
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from lm_eval_mathjudge import cascade, panel
-from lm_eval_mathjudge.client import JudgeStats
-from lm_eval_mathjudge.config import RunOptions, resolve_run_options, resolve_settings
-from lm_eval_mathjudge.errors import ConfigError
-from lm_eval_mathjudge.judges import EXACT_MATCH, VLM
-from lm_eval_mathjudge.parsing import ExactMatchVerdict, VlmVerdict, parse_exact_match
-from lm_eval_mathjudge.types import JudgeRequest, Outcome
+from lm_eval_mathjudge.judging import cascade, panel
+from lm_eval_mathjudge.judging.client import JudgeStats
+from lm_eval_mathjudge.settings.schema import RunOptions, resolve_run_options, resolve_settings
+from lm_eval_mathjudge.core.errors import ConfigError
+from lm_eval_mathjudge.core.judges import EXACT_MATCH, VLM
+from lm_eval_mathjudge.core.parsing import ExactMatchVerdict, VlmVerdict, parse_exact_match
+from lm_eval_mathjudge.core.types import JudgeRequest, Outcome
 
 # Realistic replies, parsed by the real parser.
 YES = parse_exact_match("Error Analysis: The student's final answer is 18 and the reference answer is 18.\n"

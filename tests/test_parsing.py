@@ -1,4 +1,4 @@
-"""Table tests for lm_eval_mathjudge.parsing, built from judge replies as judges write them."""
+"""Table tests for lm_eval_mathjudge.core.parsing, built from judge replies as judges write them."""
 
 from __future__ import annotations
 
@@ -6,13 +6,8 @@ import dataclasses
 
 import pytest
 
-from lm_eval_mathjudge.errors import UnparseableReply
-from lm_eval_mathjudge.parsing import (
-    ExactMatchVerdict,
-    VlmVerdict,
-    parse_exact_match,
-    parse_vlm,
-)
+from lm_eval_mathjudge.core.errors import UnparseableReply
+from lm_eval_mathjudge.core.parsing import ExactMatchVerdict, VlmVerdict, parse_exact_match, parse_vlm
 
 # ------------------------------------------------------------ exact match: verdicts
 

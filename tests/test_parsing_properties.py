@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lm_eval_mathjudge import parsing
-from lm_eval_mathjudge.errors import UnparseableReply
-from lm_eval_mathjudge.parsing import ExactMatchVerdict, VlmVerdict, parse_exact_match, parse_vlm
+from lm_eval_mathjudge.core import parsing
+from lm_eval_mathjudge.core.errors import UnparseableReply
+from lm_eval_mathjudge.core.parsing import ExactMatchVerdict, VlmVerdict, parse_exact_match, parse_vlm
 
 REPO = Path(__file__).resolve().parents[1]
 PARSERS = [pytest.param(parse_exact_match, id="exact-match"), pytest.param(parse_vlm, id="vlm")]

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from lm_eval_mathjudge.cache import FILE_NAME, Reply, ReplyCache
-from lm_eval_mathjudge.redact import public_url, redact
+from lm_eval_mathjudge.judging.cache import FILE_NAME, Reply, ReplyCache
+from lm_eval_mathjudge.core.redact import public_url, redact
 
 
 @pytest.mark.parametrize("text, secret", [

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_mathjudge.errors import ConfigError
-from lm_eval_mathjudge.replay import ReplayLM
+from lm_eval_mathjudge.core.errors import ConfigError
+from lm_eval_mathjudge.harness.replay import ReplayLM
 from tests.conftest import read_jsonl, write_data_slice
 from tests.e2e import run_lm_eval
 
@@ -181,6 +181,6 @@ def test_doc_id_only_records_are_judged_through_the_cli_and_a_bad_line_is_one_cl
     bad = _cli(tmp_path, broken, "out-bad")
     assert bad.returncode != 0
     last = bad.stderr.strip().splitlines()[-1]
-    assert last.startswith("lm_eval_mathjudge.errors.ConfigError: ") and f"{broken}:6 is a JSON array" in last
+    assert last.startswith("lm_eval_mathjudge.core.errors.ConfigError: ") and f"{broken}:6 is a JSON array" in last
     for raw in ("AttributeError", "KeyError", "TypeError", "UnicodeDecodeError", "JSONDecodeError"):
         assert raw not in bad.stderr

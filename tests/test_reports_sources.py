@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_mathjudge.__main__ import main
-from lm_eval_mathjudge.reports import stats
+from lm_eval_mathjudge.core import stats
 from tests.reports_fixtures import three_runs
 
 TASK = "gsm8k_gpt4em"

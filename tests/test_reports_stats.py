@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from lm_eval_mathjudge.reports import stats
+from lm_eval_mathjudge.core import stats
 
 # (k, n, low, high): Wilson 95% intervals worked by hand from the closed form
 # (p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n), z = 1.959964, to 4 decimals.

@@ -7,20 +7,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from lm_eval_mathjudge.errors import (
-    FatalJudgeError,
-    JudgeCallError,
-    TransientJudgeError,
-    UnparseableReply,
-)
-from lm_eval_mathjudge.retry import (
-    MAX_DELAY,
-    RetryPolicy,
-    backoff_delay,
-    call_with_retries,
-    next_delay,
-    parse_retry_after,
-)
+from lm_eval_mathjudge.core.errors import FatalJudgeError, JudgeCallError, TransientJudgeError, UnparseableReply
+from lm_eval_mathjudge.calls.retry import (MAX_DELAY, RetryPolicy, backoff_delay, call_with_retries, next_delay,
+                                           parse_retry_after)
 
 # A frozen "now": Wed, 21 Oct 2015 07:28:00 GMT (the RFC 9110 example date).
 NOW = datetime(2015, 10, 21, 7, 28, 0, tzinfo=timezone.utc).timestamp()

@@ -12,15 +12,15 @@ from typing import Any, Callable
 
 import pytest
 
-from lm_eval_mathjudge import client as client_module
-from lm_eval_mathjudge import run
-from lm_eval_mathjudge.cache import Reply, ReplyCache
-from lm_eval_mathjudge.client import JudgeClient
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.errors import FatalJudgeError, TransientJudgeError
-from lm_eval_mathjudge.parsing import parse_exact_match, parse_vlm
-from lm_eval_mathjudge.retry import RetryPolicy
-from lm_eval_mathjudge.types import JudgeRequest, Outcome
+from lm_eval_mathjudge.judging import client as client_module
+from lm_eval_mathjudge.harness import run
+from lm_eval_mathjudge.judging.cache import Reply, ReplyCache
+from lm_eval_mathjudge.judging.client import JudgeClient
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.errors import FatalJudgeError, TransientJudgeError
+from lm_eval_mathjudge.core.parsing import parse_exact_match, parse_vlm
+from lm_eval_mathjudge.calls.retry import RetryPolicy
+from lm_eval_mathjudge.core.types import JudgeRequest, Outcome
 from tests._helpers import REPLY_CORRECT, REPLY_INCORRECT
 
 VLM_REPLY = ("INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nACTION_REFLECTION: 0\n"

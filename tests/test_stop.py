@@ -18,18 +18,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from lm_eval_mathjudge import recovery, stop
+from lm_eval_mathjudge.harness import recovery
+from lm_eval_mathjudge.calls import stop
 from lm_eval_mathjudge.batch import base
 from lm_eval_mathjudge.batch.jobs import JobStore
 from lm_eval_mathjudge.batch.runner import BatchRun
-from lm_eval_mathjudge.cache import ReplyCache
-from lm_eval_mathjudge.config import JudgeSettings
-from lm_eval_mathjudge.errors import Stopped, TransientJudgeError
+from lm_eval_mathjudge.judging.cache import ReplyCache
+from lm_eval_mathjudge.settings.schema import JudgeSettings
+from lm_eval_mathjudge.core.errors import Stopped, TransientJudgeError
 from lm_eval_mathjudge.generators.job import Job
 from lm_eval_mathjudge.generators.settings import GeneratorSettings
 from lm_eval_mathjudge.generators.store import MediaStore
-from lm_eval_mathjudge.pool import AdaptiveGate, WindowLimiter, run_bounded
-from lm_eval_mathjudge.retry import RetryPolicy, call_with_retries
+from lm_eval_mathjudge.calls.limits import AdaptiveGate, WindowLimiter, run_bounded
+from lm_eval_mathjudge.calls.retry import RetryPolicy, call_with_retries
 
 
 @pytest.fixture(autouse=True)

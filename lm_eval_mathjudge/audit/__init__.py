@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Sequence
 
-from ..config import pipeline_label
+from ..settings.schema import pipeline_label
 from .battery import Item, build, load
 from .score import Row, breaches, summarise, table
 
@@ -39,8 +39,8 @@ def audit_tasks(tasks: Sequence[Any], limit: int | None = None, ledger: Any = No
     ``limit``: answers per family and task (default: each task's ``judge_audit_limit``). Every judge is
     opened and the dry run and budget are checked over all tasks before the first call.
     """
-    from ..cost import Ledger
-    from ..run import check_spend
+    from ..cost.ledger import Ledger
+    from ..harness.run import check_spend
 
     battery = load()
     ledger = Ledger() if ledger is None else ledger
@@ -85,7 +85,7 @@ def in_run(task: Any, key: str) -> dict[str, Any]:
     """``judge_audit=true``: the audit record of this task's judge, audited once per process."""
     key = f"{load().sha256}:{key}"
     if key not in _DONE:
-        from ..cost import Ledger
+        from ..cost.ledger import Ledger
 
         ledger = Ledger()
         report = audit_tasks([task], ledger=ledger)

@@ -30,8 +30,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping, Sequence
 
-from ..data import NO_SOLUTION
-from ..prompts import Template
+from ..core.docs import NO_SOLUTION
+from ..core.prompts import Template
 
 VERSION = 1
 KINDS = ("attack", "right", "wrong")  # "right"/"wrong": controls an honest judge credits / refuses

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Sequence
 
-from ..reports.stats import wilson_interval  # pure arithmetic, the one copy of the interval
-from ..types import Outcome
+from ..core.stats import wilson_interval  # pure arithmetic, the one copy of the interval
+from ..core.types import Outcome
 from .battery import Item
 
 Row = tuple[Item, Outcome, bool]  # an answer, the judge's outcome, whether that outcome credits the answer

@@ -10,12 +10,12 @@ import importlib
 import os
 from typing import Mapping
 
-from ..config import JudgeSettings
-from ..errors import ConfigError
-from ..redact import public_url
-from ..types import Backend
+from ..core.errors import ConfigError
+from ..core.redact import public_url
+from ..core.types import Backend
+from ..settings.schema import JudgeSettings
 
-_MODULES = {"openai": "openai_chat", "azure": "openai_chat", "local": "local", "gemini": "gemini"}
+_MODULES = {"openai": "openai.chat", "azure": "openai.chat", "local": "local", "gemini": "gemini.online"}
 
 # Which variable (any of) must hold a key for each backend, and the hint to print.
 _CREDENTIALS: dict[str, tuple[tuple[str, ...], str]] = {

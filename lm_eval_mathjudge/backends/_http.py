@@ -20,10 +20,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
-from ..errors import FatalJudgeError, JudgeCallError, JudgeRefusal, TransientJudgeError, UnsendableRequest
-from ..redact import redact
-from ..retry import parse_retry_after, transient_status
-from ..types import JudgeRequest
+from ..calls.retry import parse_retry_after, transient_status
+from ..core.errors import FatalJudgeError, JudgeCallError, JudgeRefusal, TransientJudgeError, UnsendableRequest
+from ..core.redact import redact
+from ..core.types import JudgeRequest
 
 MESSAGE_LIMIT = 500  # characters of server text kept in an error message
 

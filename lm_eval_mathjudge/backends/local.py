@@ -34,10 +34,10 @@ import weakref
 from importlib import metadata
 from typing import Any
 
-from ..cache import Reply
-from ..config import JudgeSettings
-from ..errors import ConfigError, FatalJudgeError, JudgeRefusal
-from ..types import JudgeRequest
+from ..core.errors import ConfigError, FatalJudgeError, JudgeRefusal
+from ..core.types import JudgeRequest
+from ..judging.cache import Reply
+from ..settings.schema import JudgeSettings
 
 LOCAL_JUDGE_VERSION = 2  # bump when the answer policy or the reply wording changes (part of cache keys)
 ITEM_TIME_LIMIT = 10.0  # seconds for one comparison; math-verify's own defaults are 5 s per stage

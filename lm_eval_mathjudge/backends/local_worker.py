@@ -60,7 +60,7 @@ def _as_math(answer: str) -> str:
 def judge(parse, verify, answer: str, response: str, question: str = "") -> dict:
     """The answer policy (``answers``) decides what the response's one final answer is;
     math-verify only says whether two single values are equivalent."""
-    from lm_eval_mathjudge import answers
+    from ..core import answers
 
     parsed: dict[str, list] = {}
 

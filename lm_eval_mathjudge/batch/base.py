@@ -36,8 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Protocol, Sequence, Tuple, Union
 
-from ..errors import ConfigError, JudgeCallError, JudgeRefusal, JudgeRunError
-from ..types import JudgeRequest, Reply
+from ..core.errors import ConfigError, JudgeCallError, JudgeRefusal, JudgeRunError
+from ..core.types import JudgeRequest, Reply
 
 # Provider-neutral job states (``JobStatus.state``); each provider maps its own words onto these.
 RUNNING = "running"  # queued, validating, in progress, finalizing: poll again

@@ -19,8 +19,8 @@ import os
 import sqlite3
 from typing import Callable, Iterable, Sequence
 
-from .. import files
-from ..files import disk_problem, report_disk_problem
+from ..core import files
+from ..core.files import disk_problem, report_disk_problem
 
 log = logging.getLogger(__name__)
 

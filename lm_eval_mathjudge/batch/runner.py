@@ -43,12 +43,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
-from .. import recovery, stop
-from ..errors import ConfigError, FatalJudgeError, JudgeCallError, JudgeRefusal
-from ..retry import RetryPolicy, call_with_retries
-from ..types import Reply
-from .base import (CANCELLED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, BatchPending, BatchProvider,
-                   BatchUnavailable, Item, JobStatus, chunks, item_error, scored_failure)
+from ..calls import stop
+from ..calls.retry import RetryPolicy, call_with_retries
+from ..core.errors import ConfigError, FatalJudgeError, JudgeCallError, JudgeRefusal
+from ..core.types import Reply
+from ..harness import recovery
+from .base import (CANCELLED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, BatchPending, BatchProvider, BatchUnavailable,
+                   Item, JobStatus, chunks, item_error, scored_failure)
 from .jobs import JobStore
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ def prefill(client: Any, items: Sequence[Item]) -> BatchReport:
 
 
 def _cleaner() -> Callable[[Reply], Reply]:
-    from ..client import clean_reply  # the client's own rule for what may be stored and shown
+    from ..judging.client import clean_reply  # the client's own rule for what may be stored and shown
 
     return clean_reply
 

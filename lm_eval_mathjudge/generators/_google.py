@@ -26,13 +26,12 @@ from typing import Any, Callable, TypeVar
 import google.auth
 from google import genai
 from google.auth import exceptions as auth_errors
-from google.genai import errors as genai_errors
-from google.genai import types
+from google.genai import errors as genai_errors, types
 
-from ..backends.gemini import _BAD_URL, _TIMEOUTS, _TRANSPORT, _retry_after
-from ..errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
-from ..redact import redact
-from ..retry import transient_status
+from ..backends.gemini.online import _BAD_URL, _TIMEOUTS, _TRANSPORT, _retry_after
+from ..calls.retry import transient_status
+from ..core.errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
+from ..core.redact import redact
 
 T = TypeVar("T")
 

@@ -76,13 +76,13 @@ from typing import Any, Callable, Mapping, Protocol
 
 from lm_eval.api.model import LM
 
-from .. import stop
-from ..errors import ConfigError, FatalJudgeError, GenerationFailure, GenerationRunError, JudgeCallError, \
-    TransientJudgeError
-from ..media import media_problem, sniff
-from ..pool import backend_limits, run_bounded
-from ..redact import redact
-from ..retry import RetryPolicy, call_with_retries
+from ..calls import stop
+from ..calls.limits import backend_limits, run_bounded
+from ..calls.retry import RetryPolicy, call_with_retries
+from ..core.errors import (ConfigError, FatalJudgeError, GenerationFailure, GenerationRunError, JudgeCallError,
+                           TransientJudgeError)
+from ..core.media import media_problem, sniff
+from ..core.redact import redact
 from . import failure_marker, record_provenance
 from .job import Job
 from .settings import GeneratorSettings, check_credentials, default_media_dir, load_template, split_model_args

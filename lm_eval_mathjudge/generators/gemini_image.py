@@ -22,10 +22,10 @@ from typing import Any
 
 from google.genai import types
 
-from ..backends.gemini import _name
-from ..config import _to_bool
-from ..errors import ConfigError, GenerationFailure
-from ..redact import redact
+from ..backends.gemini.online import _name
+from ..core.errors import ConfigError, GenerationFailure
+from ..core.redact import redact
+from ..settings.schema import _to_bool
 from . import _google
 from .base import GeneratedMedia, GeneratorLM, GeneratorSettings
 

@@ -13,8 +13,8 @@ import logging
 import time
 from typing import Callable, TypeVar
 
-from .. import stop
-from ..errors import GenerationFailure
+from ..calls import stop
+from ..core.errors import GenerationFailure
 from .settings import GeneratorSettings
 from .store import MediaStore
 

@@ -16,11 +16,11 @@ from typing import Any, Callable, TypeVar
 
 import openai
 
-from ..errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
-from ..redact import redact
 from ..backends._http import header_retry_after
-from ..backends.openai_chat import server_message
-from ..retry import transient_status
+from ..backends.openai.chat import server_message
+from ..calls.retry import transient_status
+from ..core.errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
+from ..core.redact import redact
 from .base import GeneratedMedia, GeneratorLM, GeneratorSettings, Job
 
 T = TypeVar("T")

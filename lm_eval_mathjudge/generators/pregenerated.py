@@ -21,8 +21,8 @@ from typing import Any
 
 from lm_eval.api.model import LM
 
-from ..errors import ConfigError
-from ..media import inside as _inside
+from ..core.errors import ConfigError
+from ..core.media import inside as _inside
 from . import failure_marker, record_provenance
 
 ADAPTER = "mathjudge-media"

@@ -12,9 +12,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from .. import prompts
-from ..config import _to_bool, default_cache_dir
-from ..errors import ConfigError
+from ..core import prompts
+from ..core.errors import ConfigError
+from ..settings.schema import _to_bool, default_cache_dir
 
 IGNORED_ARGS = ("batch_size", "max_batch_size", "device")  # lm-eval passes these to every model
 MAX_RETRIES_LIMIT = 20

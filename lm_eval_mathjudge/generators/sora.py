@@ -21,8 +21,8 @@ from typing import Any
 
 import openai
 
-from ..errors import GenerationFailure, TransientJudgeError
-from ..redact import redact
+from ..core.errors import GenerationFailure, TransientJudgeError
+from ..core.redact import redact
 from .base import GeneratedMedia, GeneratorLM, GeneratorSettings, Job
 from .openai_image import OPENAI_CREDENTIALS, openai_client, refused, sdk_call, translate
 

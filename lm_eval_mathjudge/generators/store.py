@@ -36,10 +36,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .. import files
-from ..errors import ConfigError, FatalJudgeError
-from ..files import describe_disk_problem, disk_problem, report_disk_problem, write_atomic
-from ..media import IMAGE_TYPES, VIDEO_TYPES
+from ..core import files
+from ..core.errors import ConfigError, FatalJudgeError
+from ..core.files import describe_disk_problem, disk_problem, report_disk_problem, write_atomic
+from ..core.media import IMAGE_TYPES, VIDEO_TYPES
 
 SCHEMA_VERSION = 1  # part of every key: bump when the key recipe changes
 INDEX_NAME = "index.sqlite3"

@@ -26,9 +26,9 @@ from typing import Any
 
 from google.genai import types
 
-from ..config import _to_bool
-from ..errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
-from ..redact import redact
+from ..core.errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
+from ..core.redact import redact
+from ..settings.schema import _to_bool
 from . import _google
 from .base import GeneratedMedia, GeneratorLM, GeneratorSettings, Job
 

@@ -59,7 +59,7 @@ def load_tasks(names: list[str], metadata: dict[str, Any]) -> list[Any]:
 def run(args: Any, metadata: dict[str, Any]) -> int:
     from ..audit import audit_tasks
     from ..batch.base import BatchPending
-    from ..cost import DryRunDone, Ledger
+    from ..cost.ledger import DryRunDone, Ledger
 
     if args.limit is not None and args.limit < 1:
         raise ReportError("--limit must be at least 1 (answers per attack family and task)")
@@ -119,7 +119,7 @@ def _verdict(report: dict[str, Any], threshold: float | None) -> int:
 
 
 def _write(path: str, report: dict[str, Any]) -> None:
-    from ..files import write_atomic
+    from ..core.files import write_atomic
 
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -61,7 +61,7 @@ def _stats_args(parser) -> None:
 
 
 def run(args) -> int:
-    from ..errors import MathJudgeError
+    from ..core.errors import MathJudgeError
 
     command = {"leaderboard": _leaderboard, "diff": _diff, "agreement": _agreement, "rejudge": _rejudge,
                "audit": _audit}[args.command]

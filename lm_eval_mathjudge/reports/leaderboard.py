@@ -23,7 +23,7 @@ import io
 import math
 from dataclasses import asdict, dataclass
 
-from . import stats
+from ..core import stats
 from .paired import compare
 from .runs import (ReportError, Run, Sample, TaskResult, checked_samples, doc_set_id, metric_label, pipeline,
                    primary_metric)

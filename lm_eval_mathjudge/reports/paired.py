@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from . import stats
+from ..core import stats
 from .runs import Run, Sample, by_key, metric_label
 
 

@@ -104,7 +104,7 @@ def targets_for(task: str, chosen: list[str] | None) -> list[str]:
 
 def plan(sources: list[Source], docs: dict[str, list[dict]], chosen: list[str] | None) -> Plan:
     """Match every source sample to a doc of a target task by question text."""
-    from ..replay import question_of as replay_question  # the text replay matches requests by
+    from ..harness.replay import question_of as replay_question  # the text replay matches requests by
 
     result = Plan(sources[0].model)
     index = {t: {_norm(text): i for i, doc in enumerate(d) for text in _texts(doc)} for t, d in docs.items()}
@@ -141,7 +141,7 @@ def rejudge(paths: list[str], output_path: str, metadata: dict | None = None,
     A SIGINT or SIGTERM stops it as it stops ``lm_eval`` (``stop.py``): the replies received are
     cached, so the same command judges only the rest.
     """
-    from .. import stop
+    from ..calls import stop
 
     with stop.guarded("rejudge", _stopped_note):
         return _rejudge(paths, output_path, metadata, tasks)
@@ -165,13 +165,13 @@ def _rejudge_model(sources: list[Source], output_path: str, metadata: dict, task
     from lm_eval.api.registry import model_registry
     from lm_eval.evaluator import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
-    from lm_eval.utils import sanitize_model_name
     from lm_eval.tasks import TaskManager
+    from lm_eval.utils import sanitize_model_name
 
     from .._startup import REPLAY_MODEL, tasks_dir
 
     if REPLAY_MODEL not in model_registry:  # the start-up hook is off (MATHJUDGE_NO_AUTOLOAD)
-        model_registry.register(REPLAY_MODEL, target="lm_eval_mathjudge.replay:ReplayLM")
+        model_registry.register(REPLAY_MODEL, target="lm_eval_mathjudge.harness.replay:ReplayLM")
     targets = list(dict.fromkeys(t for s in sources for t in targets_for(s.task, tasks)))
     metadata = {**metadata, "rejudged_from": [s.path for s in sources]}  # recorded in each task's config
     manager = TaskManager(include_path=tasks_dir(), include_defaults=False, metadata=metadata)

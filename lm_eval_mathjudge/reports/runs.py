@@ -21,9 +21,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ..config import pipeline_label
-from ..errors import ConfigError
-from ..redact import redact
+from ..core.errors import ConfigError
+from ..core.redact import redact
+from ..settings.schema import pipeline_label
 
 # The headline score of each judge, first found leads the table (a cascade's has its own name).
 PRIMARY_METRICS = ("gpt4_exact_match", "cascade_exact_match", "final_correct")

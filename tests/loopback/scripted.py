@@ -25,7 +25,7 @@ import threading
 from collections import Counter
 from typing import Any, Callable, Iterable, Sequence
 
-from lm_eval_mathjudge.prompts import neutralise
+from lm_eval_mathjudge.core.prompts import neutralise
 
 REPLIES = {
     "exact_match": {
@@ -99,7 +99,7 @@ class ScriptedJudge:
 
 def task_docs(data_dir: str, name: str) -> list[dict]:
     """A data set's docs as its tasks see them (normalised by the process_docs their YAML names)."""
-    from lm_eval_mathjudge import data
+    from lm_eval_mathjudge.core import docs as data
 
     normalise = {"gsm8k": data.gsm8k, "math500": data.with_solution, "aime24": data.aime_with_solution,
                  "aime25": data.answer_only, "omnimath": data.with_solution}

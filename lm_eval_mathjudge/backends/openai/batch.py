@@ -23,14 +23,14 @@ from typing import Any, Callable, Iterator, Sequence
 import openai
 from openai.types.chat import ChatCompletion
 
-from ..backends._http import status_error
-from ..backends.openai_chat import KEYS, _reply
-from ..errors import JudgeCallError, MediaError, TransientJudgeError
-from ..redact import redact
-from ..retry import RetryPolicy, call_with_retries
-from ..types import JudgeRequest, Reply
-from .base import (CANCELLED, COMPLETED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, RUNNING, Item, JobStatus,
-                   Limits, Result, item_error)
+from ...batch.base import (CANCELLED, COMPLETED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, RUNNING, Item, JobStatus,
+                           Limits, Result, item_error)
+from ...calls.retry import RetryPolicy, call_with_retries
+from ...core.errors import JudgeCallError, MediaError, TransientJudgeError
+from ...core.redact import redact
+from ...core.types import JudgeRequest, Reply
+from .._http import status_error
+from .chat import KEYS, _reply
 
 log = logging.getLogger(__name__)
 

@@ -33,10 +33,11 @@ import time
 import weakref
 from typing import Any, Iterable
 
-from . import compat, stop
-from ._startup import REPLAY_MODEL
-from .files import describe_disk_problem, disk_problem, private_dir, write_atomic
-from .redact import redact
+from .. import compat
+from .._startup import REPLAY_MODEL
+from ..calls import stop
+from ..core.files import describe_disk_problem, disk_problem, private_dir, write_atomic
+from ..core.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def note_generation(attr: str, args: Any, result: Any) -> None:
 def _rows() -> tuple[list[tuple[str, int, dict, str, list[str]]], int, dict[str, str]]:
     """(task, doc_id, doc, response, media folders) of every generation there is, the number asked for,
     and the generations that exist only because lm-eval's model reported them (a stop during generation)."""
-    from .generators import media_dirs
+    from ..generators import media_dirs
 
     rows, total, partial = [], 0, {}
     for ref, keys in list(_LIVE.values()):

@@ -31,11 +31,11 @@ import threading
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from ..core.errors import ConfigError, JudgeRunError
+from ..core.types import JudgeRequest
+from ..settings.schema import is_reasoning_model, judge_label
 from . import prices
-from .config import is_reasoning_model, judge_label
-from .errors import ConfigError, JudgeRunError
 from .token_rules import media_tokens, prompt_tokens  # noqa: F401 - part of this module's API
-from .types import JudgeRequest
 
 REPLY_TOKENS = {"exact_match": 60, "vlm": 100}  # a typical verdict in each judge's contract
 # Expected thinking of a reasoning judge comparing two short answers: rough figures, per effort.

@@ -36,14 +36,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from . import preflight, stop
+from ..calls import stop
+from ..calls.limits import backend_limits, estimate_tokens, run_bounded
+from ..calls.retry import MAX_DELAY, RetryPolicy, call_with_retries
+from ..core.errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MathJudgeError, MediaError, UnparseableReply
+from ..core.redact import redact
+from ..core.types import Backend, JudgeRequest, Outcome, Reply, clean_text
+from ..settings.schema import JudgeSettings, judge_label
+from . import preflight
 from .cache import ReplyCache, request_key
-from .config import JudgeSettings, judge_label
-from .errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MathJudgeError, MediaError, UnparseableReply
-from .pool import backend_limits, estimate_tokens, run_bounded
-from .redact import redact
-from .retry import MAX_DELAY, RetryPolicy, call_with_retries
-from .types import Backend, JudgeRequest, Outcome, Reply, clean_text
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +158,7 @@ class JudgeClient:
         self._settled: dict[str, JudgeCallError] = {}  # batch mode: keys whose sample ends without an online call
         self.stats = JudgeStats()
         if settings.mode == "batch":  # refuse a batch mode that cannot work before anything is generated
-            from .batch.runner import check
+            from ..batch.runner import check
 
             check(backend, settings, cache)
 
@@ -197,7 +198,7 @@ class JudgeClient:
     def prefill(self, items: Sequence[tuple[str, JudgeRequest]]) -> None:
         """Batch mode: the provider's batch API fills the cache before the online pass."""
         if self.batch_mode:
-            from .batch import prefill  # lazy: online runs never load the batch package
+            from ..batch import prefill  # lazy: online runs never load the batch package
 
             self._settled.update(prefill(self, items).settled)
 

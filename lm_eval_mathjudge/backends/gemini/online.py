@@ -26,15 +26,15 @@ import re
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .. import stop
-from ..cache import Reply
-from ..config import JudgeSettings
-from ..errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError
-from ..redact import public_url, redact
-from ..retry import RetryPolicy, call_with_retries
-from ..types import JudgeRequest, Media
-from ._http import building_request, check_text, header_retry_after, status_error
-from ._lazy import LazyClient
+from ...calls import stop
+from ...calls.retry import RetryPolicy, call_with_retries
+from ...core.errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError
+from ...core.redact import public_url, redact
+from ...core.types import JudgeRequest, Media
+from ...judging.cache import Reply
+from ...settings.schema import JudgeSettings
+from .._http import building_request, check_text, header_retry_after, status_error
+from .._lazy import LazyClient
 
 if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
     from google.genai import errors as genai_errors
@@ -346,7 +346,7 @@ class GeminiBackend(LazyClient):
 
     def batch_provider(self) -> Any:
         """Gemini Batch Mode for this judge (``judge_mode=batch``); see ``batch/gemini_batch.py``."""
-        from ..batch.gemini_batch import GeminiBatchProvider
+        from .batch import GeminiBatchProvider
 
         self.connect()  # the provider needs to know whether this is Vertex AI
         return GeminiBatchProvider(self)

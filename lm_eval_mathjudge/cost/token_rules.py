@@ -29,7 +29,7 @@ import string
 import struct
 from typing import Any
 
-from .types import JudgeRequest, Media
+from ..core.types import JudgeRequest, Media
 
 WORD_CHARS_PER_TOKEN = 4.8  # ASCII letters and whitespace
 DIGITS_PER_TOKEN = 2.5

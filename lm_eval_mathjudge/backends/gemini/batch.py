@@ -38,18 +38,15 @@ import secrets
 import tempfile
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
-from google.genai import _common
-from google.genai import batches as genai_batches
-from google.genai import errors as genai_errors
-from google.genai import types
+from google.genai import _common, batches as genai_batches, errors as genai_errors, types
 
-from ..errors import JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError
-from ..redact import redact
-from ..retry import RetryPolicy, call_with_retries
-from ..types import JudgeRequest
-from ..backends import gemini
-from .base import (CANCELLED, COMPLETED, EXPIRED, FAILED, ITEM_FAILED, RUNNING, BatchUnavailable, Item,
-                   JobStatus, Limits, Result, item_error)
+from ...batch.base import (CANCELLED, COMPLETED, EXPIRED, FAILED, ITEM_FAILED, RUNNING, BatchUnavailable, Item,
+                           JobStatus, Limits, Result, item_error)
+from ...calls.retry import RetryPolicy, call_with_retries
+from ...core.errors import JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError
+from ...core.redact import redact
+from ...core.types import JudgeRequest
+from . import online as gemini
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,6 @@ from fractions import Fraction
 
 from ._text import BOUND_SIGNS, COMMAND, HEDGE_SIGNS, UNIT_TEXT, WORDY, short
 
-
 _RUN = re.compile(
     r"\\(?:text|mathrm|textrm|textbf|mbox|operatorname)\s*\{[^{}]{0,80}\}|\\[A-Za-z]+\*?|\\[{}$%,;!: |]|[{}]|"
     r"\d+(?:[.,]\d+)*|[A-Za-z](?![A-Za-z])|[-+*/^_=()\[\]|<>!'.,;:%\u00b0\u00b7\u00d7\u00f7\u221a\u03c0\u221e"

@@ -34,7 +34,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
-from .errors import ConfigError
+from ..core.errors import ConfigError
 
 # The pinned default judges, named in this one place.
 DEFAULT_EXACT_MATCH_MODEL = "gpt-4-turbo-2024-04-09"  # Orca-Math's judge was GPT-4-Turbo

@@ -27,15 +27,15 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..cache import Reply
-from ..config import JudgeSettings, is_reasoning_model
-from ..errors import (FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError,
-                      UnsendableRequest)
-from ..redact import public_url, redact
-from ..retry import RetryPolicy, call_with_retries
-from ..types import JudgeRequest, Media
-from ._http import building_request, check_text, status_error
-from ._lazy import LazyClient
+from ...calls.retry import RetryPolicy, call_with_retries
+from ...core.errors import (FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError,
+                            UnsendableRequest)
+from ...core.redact import public_url, redact
+from ...core.types import JudgeRequest, Media
+from ...judging.cache import Reply
+from ...settings.schema import JudgeSettings, is_reasoning_model
+from .._http import building_request, check_text, status_error
+from .._lazy import LazyClient
 
 if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
     import openai
@@ -226,7 +226,7 @@ class OpenAIChatBackend(LazyClient):
 
     def batch_provider(self):
         """This judge's batch API (judge_mode=batch): the same request bodies, sent as one file."""
-        from ..batch.openai_batch import OpenAIBatchProvider
+        from .batch import OpenAIBatchProvider
 
         return OpenAIBatchProvider(self._client, self._params, self._api_error, backend=self._settings.backend,
                                    endpoint=self._endpoint, max_retries=self._settings.max_retries,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from ..data import CALCULATOR
+from ..docs import CALCULATOR
 from ..parsing import drop_reasoning
 
 _BOX_SCAN = 2000  # characters a \boxed{...} may span

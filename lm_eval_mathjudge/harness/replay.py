@@ -35,10 +35,10 @@ from typing import Any, Iterator
 
 from lm_eval.api.model import LM
 
-from . import compat
-from ._startup import REPLAY_MODEL
-from .errors import ConfigError
-from .generators import record_provenance
+from .. import compat
+from .._startup import REPLAY_MODEL
+from ..core.errors import ConfigError
+from ..generators import record_provenance
 
 _QUESTION_KEYS = ("question", "problem", "Question", "Problem", "mj_question")
 _SHAPES = ('one JSON object per line: {"question": "...", "response": "..."}, {"doc_id": 0, "response": "..."} '

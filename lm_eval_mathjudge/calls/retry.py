@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Callable, TypeVar
 
+from ..core.errors import TransientJudgeError
 from . import stop
-from .errors import TransientJudgeError
 
 T = TypeVar("T")
 

@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-from .errors import ConfigError
+from ..core.errors import ConfigError
 
 PRICES_AS_OF = "2025-08-15"  # list prices as remembered for this date; check them (module docstring)
 BATCH_DISCOUNT = 0.5  # both providers' batch APIs: half the online price (used to fill the table below)

@@ -28,7 +28,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from .errors import Stopped
+from ..core.errors import Stopped
 
 GRACE_S = 10.0  # how long the calls in flight may take to finish after the first signal
 TICK_S = 0.2  # how often a wait of ours looks at the flag

@@ -27,8 +27,8 @@ import logging
 from collections import Counter
 from typing import Any, Callable, Sequence
 
-from .redact import redact
-from .types import JudgeRequest, Outcome
+from ..core.redact import redact
+from ..core.types import JudgeRequest, Outcome
 
 log = logging.getLogger(__name__)
 

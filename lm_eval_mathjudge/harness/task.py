@@ -11,7 +11,7 @@ audit (``audit/``) judges its answers with a fresh copy of the same judge (``bui
 ``requests_for``, ``judge_built``); with ``judge_audit=true`` it runs after the task is judged.
 
 Task YAMLs select this class with ``class: !function
-lm_eval_mathjudge.harness.JudgedTask`` and describe the judge in a
+lm_eval_mathjudge.harness.task.JudgedTask`` and describe the judge in a
 ``mathjudge:`` block, which this class removes before lm-eval sees the config:
 
     mathjudge:                    # in the judge's base YAML
@@ -29,17 +29,23 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from . import backends, cascade, compat, cost, data, flags, generators, prices, prompts, recovery, run, stop
-from .cache import ReplyCache
-from .client import JudgeClient, outcome_from_error, preflight_once
-from .compat import TaskBase
-from .config import JudgeSettings, RunOptions, judge_label, pipeline_label, resolve_run_options, resolve_settings
-from .errors import ConfigError, JudgeRunError, MediaError
-from .judges import JUDGE_FAILED, JUDGES, Judge
-from .media import refused as media_refused
-from .panel import Panel
-from .redact import install_log_filter, public_url, redact
-from .types import JudgeRequest, Outcome, clean_text
+from .. import backends, compat, generators
+from ..calls import stop
+from ..compat import TaskBase
+from ..core import docs as data, flags, prompts
+from ..core.errors import ConfigError, JudgeRunError, MediaError
+from ..core.judges import JUDGE_FAILED, JUDGES, Judge
+from ..core.media import refused as media_refused
+from ..core.redact import install_log_filter, public_url, redact
+from ..core.types import JudgeRequest, Outcome, clean_text
+from ..cost import ledger as cost, prices
+from ..judging import cascade
+from ..judging.cache import ReplyCache
+from ..judging.client import JudgeClient, outcome_from_error, preflight_once
+from ..judging.panel import Panel
+from ..settings.schema import (JudgeSettings, RunOptions, judge_label, pipeline_label, resolve_run_options,
+                               resolve_settings)
+from . import recovery, run
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +153,7 @@ class JudgedTask(TaskBase):
             else:  # a panel or a cascade: its own judge_all
                 self._judge_instances()
             if self._options.audit:  # judge_audit=true: the judge's gullibility, beside the scores
-                from . import audit
+                from .. import audit
 
                 self.config.metadata["judge"]["audit"] = audit.in_run(self, self._audit_key())
         except stop.Stopped:  # a signal: say what was kept and how to resume (after a real one: exit)
@@ -355,7 +361,7 @@ class JudgedTask(TaskBase):
         """The audit's requests, for this run's dry run and budget (judge_audit=true), until it has run."""
         if not self._options.audit or self._bypassed():
             return []
-        from . import audit
+        from .. import audit
 
         built = self.requests_for(audit.pending_pairs(self, self._audit_key()))
         return self.spend_parts(self._members_open, built, audit.ledger_name(self.config.task))

@@ -42,10 +42,10 @@ import uuid
 from collections import Counter
 from typing import Any, Callable, TypeVar
 
-from . import files
-from .errors import ConfigError
-from .files import disk_problem, private_dir, report_disk_problem
-from .types import Reply  # also re-exported: Reply lived here before it moved to the contract module
+from ..core import files
+from ..core.errors import ConfigError
+from ..core.files import disk_problem, private_dir, report_disk_problem
+from ..core.types import Reply  # also re-exported: Reply lived here before it moved to the contract module
 
 log = logging.getLogger(__name__)
 

@@ -29,9 +29,9 @@ import sqlite3
 import time
 from typing import Mapping
 
+from ..core.types import Backend
+from ..settings.schema import JudgeSettings
 from .cache import ReplyCache
-from .config import JudgeSettings
-from .types import Backend
 
 log = logging.getLogger(__name__)
 

@@ -65,7 +65,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lm_eval_mathjudge.errors import UnparseableReply
+from .errors import UnparseableReply
 
 __all__ = ["ExactMatchVerdict", "VlmVerdict", "parse_exact_match", "parse_vlm"]
 

@@ -49,9 +49,9 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from ._text import (ALTERNATIVE, BOX, COMMAND, CONCLUSION, HEDGE_WORDS, INLINE_ANCHOR, LINE_ANCHOR, NEGATED,
-                    NUMBER, REFUSAL, REGION, REVOKED, UNIT_TEXT, box_content, conditioned, sentence_bounds,
-                    sentence_end, sentence_values, short, stated, word_numbers, clean)
+from ._text import (ALTERNATIVE, BOX, COMMAND, CONCLUSION, HEDGE_WORDS, INLINE_ANCHOR, LINE_ANCHOR, NEGATED, NUMBER,
+                    REFUSAL, REGION, REVOKED, UNIT_TEXT, box_content, clean, conditioned, sentence_bounds, sentence_end,
+                    sentence_values, short, stated, word_numbers)
 from ._values import LEAD_DECOR, Shape, as_number, normalise, value_of, value_problem
 
 MAX_STATEMENTS = 64  # final statements weighed; a response with more is several answers anyway

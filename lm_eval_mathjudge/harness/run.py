@@ -38,11 +38,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
-from . import cost, recovery
-from .client import JudgeClient
-from .pool import run_bounded
-from .redact import redact
-from .types import JudgeRequest, Outcome, clean_text
+from ..calls.limits import run_bounded
+from ..core.redact import redact
+from ..core.types import JudgeRequest, Outcome, clean_text
+from ..cost import ledger as cost
+from ..judging.client import JudgeClient
+from . import recovery
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +239,7 @@ def submit_all_batches(jobs: Sequence[Job]) -> None:
     batched = [job for job in jobs if job.client.batch_mode]
     if not batched:
         return
-    from .batch.base import BatchPending  # lazy: online runs never load the batch package
+    from ..batch.base import BatchPending  # lazy: online runs never load the batch package
 
     pending: list[tuple[str, BatchPending]] = []
     for job in batched:

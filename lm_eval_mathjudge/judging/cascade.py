@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from .redact import redact
-from .types import JudgeRequest, Outcome
+from ..core.redact import redact
+from ..core.types import JudgeRequest, Outcome
 
 METRICS = {"gpt4_exact_match": "cascade_exact_match"}  # judge metric -> its name under a cascade
 
