@@ -1,0 +1,160 @@
+"""The real ``lm_eval`` CLI, run inside the test process.
+
+A fresh ``lm_eval`` process spends most of its time starting: importing lm-eval and
+indexing its whole task folder (about 15,000 YAML files). In one process both happen
+once; each run then costs what the evaluation itself costs. ``run_cli`` calls the
+console script's own entry point with its own ``sys.argv``, environment, standard
+streams and logging, one run at a time, and maps its end to an exit code the way the
+interpreter would (``SystemExit``; an uncaught exception goes through ``sys.excepthook``
+and exits 1). Between runs it resets the plugin's process-wide state, so each run starts
+as a new process would.
+
+What this cannot reproduce is the process itself: interpreter start-up (the ``.pth``
+hook, ``PYTHONPATH``), environment variables that libraries read once at import
+(``HF_HOME``), signals and kills. Those runs keep a real process (``tests/e2e.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import logging
+import os
+import sys
+import threading
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+_LOCK = threading.Lock()  # one run at a time: a run owns os.environ, sys.argv and the standard streams
+_ENTRIES: dict[str, Callable[[], Any]] = {}
+
+
+def run_cli(script: str, argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``script argv...`` run in this process under ``env``."""
+    entry = _entry(script)
+    out, err = io.StringIO(), io.StringIO()
+    with _LOCK:
+        _share_task_index()
+        saved_env, saved_argv = dict(os.environ), sys.argv
+        os.environ.clear()
+        os.environ.update(env)
+        sys.argv = [script, *argv]
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _logging_to(err):
+                code = _exit_code(entry, err)
+        finally:
+            sys.argv = saved_argv
+            os.environ.clear()
+            os.environ.update(saved_env)
+            reset_plugin_state()
+    return code, out.getvalue(), err.getvalue()
+
+
+def _entry(script: str) -> Callable[[], Any]:
+    if script not in _ENTRIES:
+        (point,) = [e for e in metadata.entry_points(group="console_scripts") if e.name == script]
+        _ENTRIES[script] = point.load()
+    return _ENTRIES[script]
+
+
+def _exit_code(entry: Callable[[], Any], err: io.StringIO) -> int:
+    """Run the entry point; its exit code as the interpreter would give it."""
+    try:
+        entry()
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=err)
+        return 1
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - what an uncaught exception does at the top of a process
+        sys.excepthook(*sys.exc_info())
+        return 1
+    return 0
+
+
+@contextlib.contextmanager
+def _logging_to(stream: io.StringIO):
+    """Log records reach ``stream`` as they would reach a process's stderr.
+
+    lm-eval's handler writes to the stream it was built with: point it at this run's.
+    A record of another logger that finds no handler would go to ``logging.lastResort``
+    (WARNING and above, the bare message) in a process; here pytest's handlers sit on the
+    root logger, so a handler of the same kind stands in for it.
+    """
+    handlers = [h for name in ("lm_eval", "") for h in logging.getLogger(name or None).handlers
+                if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+                and type(h).__module__.startswith("logging")]
+    previous = [h.setStream(stream) for h in handlers]
+    last_resort = logging.StreamHandler(stream)
+    last_resort.setLevel(logging.WARNING)
+    root = logging.getLogger()
+    root.addHandler(last_resort)
+    try:
+        yield
+    finally:
+        root.removeHandler(last_resort)
+        for handler, before in zip(handlers, previous):
+            handler.setStream(before)
+
+
+def reset_plugin_state() -> None:
+    """What a new process would start without: runs pending, live tasks, remembered preflights, limits."""
+    from lm_eval_mathjudge import client, generators, pool, recovery, run
+    from lm_eval_mathjudge.backends import local
+
+    with run._LOCK:
+        run._PENDING.clear()
+    recovery._LIVE.clear()
+    with client._PREFLIGHT_LOCK:
+        client._PREFLIGHTED.clear()
+    with pool._LIMITS_LOCK:
+        pool._LIMITS.clear()
+    with generators._lock:
+        generators._PROVENANCE.clear()
+    for worker_pool in list(local._POOLS):
+        worker_pool.close()
+    gc.collect()
+
+
+# ---------------------------------------------------------------------- one task index per session
+_INDEX: dict[Path, dict] = {}
+
+
+def _share_task_index() -> None:
+    """Index lm-eval's own task folder once per session; other folders (ours, a test's) every run.
+
+    lm-eval copies an entry's config before it builds a task from it, so the entries can be shared.
+    Versions whose index works differently are left alone: their runs only index once more.
+    """
+    try:
+        from lm_eval.tasks import _index
+    except ImportError:
+        return
+    build = getattr(_index.TaskIndex, "build", None)
+    if build is None or getattr(build, "_shared", False):
+        return
+    builtin = Path(_index.__file__).resolve().parent
+
+    def shared_build(paths, *, resolve_includes=True):
+        index: dict = {}
+        for root in paths:
+            root_path = Path(root).resolve()
+            if root_path == builtin and resolve_includes:
+                if root_path not in _INDEX:
+                    _INDEX[root_path] = build([root], resolve_includes=True)
+                part = _INDEX[root_path]
+            else:
+                part = build([root], resolve_includes=resolve_includes)
+            for name, entry in part.items():
+                if name in index:
+                    _index.log.warning("Task '%s' from %s overrides existing task from %s", name,
+                                       entry.yaml_path, index[name].yaml_path)
+                index[name] = entry
+        return index
+
+    shared_build._shared = True
+    _index.TaskIndex.build = staticmethod(shared_build)
