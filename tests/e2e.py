@@ -49,24 +49,40 @@ def run_env(env: dict[str, str]) -> dict[str, str]:
 _PROCESS_ENV = ("PYTHONPATH", "MATHJUDGE_NO_AUTOLOAD")
 
 
+def _needs_process(asked: bool, env: dict[str, str]) -> bool:
+    return (asked or os.environ.get("MJ_TEST_PROCESS") == "1"
+            or any(k in _PROCESS_ENV or k.startswith("HF_") for k in env))
+
+
 def run_lm_eval(args: list[str], env: dict[str, str], out_dir: Path, timeout: float = 600, *,
-                process: bool = False) -> Run:
+                process: bool = False, cwd: Path | None = None) -> Run:
     """One ``lm_eval`` CLI run: in this process (tests/inprocess.py) unless ``process`` or the env needs one.
 
     ``MJ_TEST_PROCESS=1`` runs every call as a real process (the slow, fully isolated way).
     """
-    own_process = any(k in _PROCESS_ENV or k.startswith("HF_") for k in env)
-    if not (process or own_process or os.environ.get("MJ_TEST_PROCESS") == "1"):
+    if not _needs_process(process, env):
         from tests.inprocess import run_cli
 
-        code, stdout, stderr = run_cli(LM_EVAL_ENTRY, [*args, "--output_path", str(out_dir)], run_env(env))
+        code, stdout, stderr = run_cli(LM_EVAL_ENTRY, [*args, "--output_path", str(out_dir)], run_env(env), cwd)
         return Run(code, stdout, stderr, out_dir)
-    proc = subprocess.run([LM_EVAL, *args, "--output_path", str(out_dir)], env=run_env(env),
+    proc = subprocess.run([LM_EVAL, *args, "--output_path", str(out_dir)], env=run_env(env), cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
     return Run(proc.returncode, proc.stdout, proc.stderr, out_dir)
 
 
 LM_EVAL_ENTRY = "lm_eval"  # the console script whose entry point run_cli calls
+MATHJUDGE = str(Path(sys.executable).with_name("mathjudge"))
+
+
+def run_mathjudge(args: list[str], env: dict[str, str], timeout: float = 600, *,
+                  process: bool = False) -> subprocess.CompletedProcess:
+    """One ``mathjudge`` command, in this process like ``run_lm_eval`` (or as a process)."""
+    if not _needs_process(process, env):
+        from tests.inprocess import run_cli
+
+        code, stdout, stderr = run_cli("mathjudge", args, run_env(env))
+        return subprocess.CompletedProcess([MATHJUDGE, *args], code, stdout, stderr)
+    return subprocess.run([MATHJUDGE, *args], env=run_env(env), capture_output=True, text=True, timeout=timeout)
 
 
 def run_together(*calls: Callable[[], Any]) -> list:

@@ -27,17 +27,19 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
-_LOCK = threading.Lock()  # one run at a time: a run owns os.environ, sys.argv and the standard streams
+_LOCK = threading.Lock()  # one run at a time: a run owns os.environ, sys.argv, the working folder, the streams
 _ENTRIES: dict[str, Callable[[], Any]] = {}
 
 
-def run_cli(script: str, argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of ``script argv...`` run in this process under ``env``."""
+def run_cli(script: str, argv: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``script argv...`` run in this process under ``env`` (in ``cwd``)."""
     entry = _entry(script)
     out, err = io.StringIO(), io.StringIO()
     with _LOCK:
         _share_task_index()
-        saved_env, saved_argv = dict(os.environ), sys.argv
+        saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
+        if cwd is not None:
+            os.chdir(cwd)
         os.environ.clear()
         os.environ.update(env)
         sys.argv = [script, *argv]
@@ -45,6 +47,7 @@ def run_cli(script: str, argv: list[str], env: dict[str, str]) -> tuple[int, str
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _logging_to(err):
                 code = _exit_code(entry, err)
         finally:
+            os.chdir(saved_cwd)
             sys.argv = saved_argv
             os.environ.clear()
             os.environ.update(saved_env)
