@@ -15,6 +15,12 @@ from pathlib import Path
 
 import pytest
 
+# Before anything imports huggingface_hub or datasets (both read these once, at import): lm_eval runs
+# inside this process (tests/inprocess.py) are as offline as the subprocess runs.
+for _name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+    os.environ.setdefault(_name, "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("MJ_TEST_DATA", REPO / "examples" / "data"))
 DATASETS = ("gsm8k", "math500", "aime24", "aime25", "omnimath")

@@ -39,13 +39,51 @@ class Run:
 _INHERITED_PREFIXES = ("MATHJUDGE_", "OPENAI_", "AZURE_OPENAI_", "GOOGLE_", "GEMINI_")
 
 
-def run_lm_eval(args: list[str], env: dict[str, str], out_dir: Path, timeout: float = 600) -> Run:
+def run_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment of a run: this process's, minus anything that could point it away from loopback."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
-    full_env = {**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                "TOKENIZERS_PARALLELISM": "false", **env}
-    proc = subprocess.run([LM_EVAL, *args, "--output_path", str(out_dir)], env=full_env,
+    return {**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **env}
+
+
+# A run needs its own process when the process itself is what is tested: its start-up (PYTHONPATH,
+# the start-up hook switched off), or variables that libraries read once at import (HF_*).
+_PROCESS_ENV = ("PYTHONPATH", "MATHJUDGE_NO_AUTOLOAD")
+
+
+def _needs_process(asked: bool, env: dict[str, str]) -> bool:
+    return (asked or os.environ.get("MJ_TEST_PROCESS") == "1"
+            or any(k in _PROCESS_ENV or k.startswith("HF_") for k in env))
+
+
+def run_lm_eval(args: list[str], env: dict[str, str], out_dir: Path, timeout: float = 600, *,
+                process: bool = False, cwd: Path | None = None) -> Run:
+    """One ``lm_eval`` CLI run: in this process (tests/inprocess.py) unless ``process`` or the env needs one.
+
+    ``MJ_TEST_PROCESS=1`` runs every call as a real process (the slow, fully isolated way).
+    """
+    if not _needs_process(process, env):
+        from tests.inprocess import run_cli
+
+        code, stdout, stderr = run_cli(LM_EVAL_ENTRY, [*args, "--output_path", str(out_dir)], run_env(env), cwd)
+        return Run(code, stdout, stderr, out_dir)
+    proc = subprocess.run([LM_EVAL, *args, "--output_path", str(out_dir)], env=run_env(env), cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
     return Run(proc.returncode, proc.stdout, proc.stderr, out_dir)
+
+
+LM_EVAL_ENTRY = "lm_eval"  # the console script whose entry point run_cli calls
+MATHJUDGE = str(Path(sys.executable).with_name("mathjudge"))
+
+
+def run_mathjudge(args: list[str], env: dict[str, str], timeout: float = 600, *,
+                  process: bool = False) -> subprocess.CompletedProcess:
+    """One ``mathjudge`` command, in this process like ``run_lm_eval`` (or as a process)."""
+    if not _needs_process(process, env):
+        from tests.inprocess import run_cli
+
+        code, stdout, stderr = run_cli("mathjudge", args, run_env(env))
+        return subprocess.CompletedProcess([MATHJUDGE, *args], code, stdout, stderr)
+    return subprocess.run([MATHJUDGE, *args], env=run_env(env), capture_output=True, text=True, timeout=timeout)
 
 
 def run_together(*calls: Callable[[], Any]) -> list:
@@ -56,31 +94,46 @@ def run_together(*calls: Callable[[], Any]) -> list:
 
 
 class Scenarios:
-    """A module's end-to-end scenarios, started together and awaited one per test.
+    """A module's end-to-end scenarios, each awaited by its own test.
 
-    An lm_eval run is mostly one busy core (lm-eval indexes its whole task folder at
-    start), and the scenarios of a module share nothing (own loopback servers, cache,
-    output folders), so running them side by side keeps every core busy. Each test
-    waits for its own scenario: what the scenario asserted fails that test.
+    With ``lm_eval`` run in this process (the default), a scenario runs in the test that
+    asks for it: runs are one at a time anyway, and pytest swaps the standard streams
+    between tests, which a run in a background thread would write through. With
+    ``MJ_TEST_PROCESS=1`` every run is a process of its own, mostly one busy core, so the
+    module's scenarios start side by side at once (they share nothing: own loopback
+    servers, cache, output folders). Either way, what a scenario asserted fails its test.
     """
 
     WORKERS = 4
 
     def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(self.WORKERS, thread_name_prefix="scenario")
+        background = os.environ.get("MJ_TEST_PROCESS") == "1"
+        self._pool = ThreadPoolExecutor(self.WORKERS, thread_name_prefix="scenario") if background else None
         self._futures: dict[str, Future] = {}
+        self._waiting: dict[str, Callable[[], Any]] = {}
 
     def start(self, name: str, scenario: Callable[..., Any], tmp: Path, params: dict) -> None:
-        self._futures[name] = self._pool.submit(scenario, tmp, **params)
+        if self._pool is not None:
+            self._futures[name] = self._pool.submit(scenario, tmp, **params)
+        else:
+            self._waiting[name] = lambda: scenario(tmp, **params)
 
     def result(self, name: str) -> Any:
+        if name in self._waiting:
+            future: Future = Future()
+            try:
+                future.set_result(self._waiting.pop(name)())
+            except BaseException as exc:  # noqa: BLE001 - kept, and raised to every test that asks
+                future.set_exception(exc)
+            self._futures[name] = future
         return self._futures[name].result()
 
     def __enter__(self) -> "Scenarios":
         return self
 
     def __exit__(self, *exc) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def boxed(text: str) -> str | None:

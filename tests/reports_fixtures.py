@@ -14,21 +14,18 @@ plugin's local judge (math-verify), offline.
 A fourth run is lm-eval's built-in ``gsm8k`` task under ``--predict_only`` (its YAML
 as installed, pointed at the local GSM8K slice, 0-shot, first 30 docs), replaying
 ``gpt3-verifier``: the kind of run ``mathjudge rejudge`` must judge afterwards.
-The CLI runs go in parallel: most of each is lm-eval indexing its task folder.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.conftest import SHARED_DATA, read_jsonl
-from tests.e2e import _INHERITED_PREFIXES, LM_EVAL, Run
+from tests.e2e import Run, run_lm_eval
 
 SOURCE = SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
 MODELS = ("gpt3-verifier", "gpt3-fixed", "gpt3-mixed")
@@ -71,11 +68,7 @@ def expected_correct() -> dict[str, set[int]]:
 
 def run_cli(args: list[str], env: dict[str, str], out_dir: Path, cwd: Path, timeout: float = 600) -> Run:
     """tests.e2e.run_lm_eval, from another working directory (for relative replay paths)."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
-    full_env = {**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **env}
-    proc = subprocess.run([LM_EVAL, *args, "--output_path", str(out_dir)], env=full_env, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
-    return Run(proc.returncode, proc.stdout, proc.stderr, out_dir)
+    return run_lm_eval(args, env, out_dir, timeout, cwd=cwd)
 
 
 class ThreeRuns:

@@ -12,20 +12,18 @@ import re
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import SHARED_DATA, read_jsonl
-from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, LM_EVAL, Run, fenced, run_lm_eval
+from tests.e2e import CANARY_KEY, LM_EVAL, Run, fenced, run_env, run_lm_eval, run_mathjudge
 from tests.loopback import ChatCompletionsServer
 from tests.loopback.openai_batch_server import OpenAIBatchServer
 
 N = 24
 OUTPUTS = SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
-MATHJUDGE = str(Path(sys.executable).with_name("mathjudge"))
 TASK = "gsm8k_gpt4em"
 WAIT = 180  # seconds a test waits for the CLI to reach a state
 
@@ -102,10 +100,8 @@ def test_batch_mode_gives_the_online_verdicts_and_a_rerun_pays_nothing(online, t
 
 
 def _start(args: list[str], env: dict[str, str], out: Path) -> subprocess.Popen:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
     return subprocess.Popen([LM_EVAL, *args, "--output_path", str(out)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env={**clean, "HF_HUB_OFFLINE": "1",
-                                                            "HF_DATASETS_OFFLINE": "1", **env})
+                            stderr=subprocess.DEVNULL, env=run_env(env))
 
 
 def _jobs(cache: Path) -> list[tuple]:
@@ -157,8 +153,7 @@ def test_sigint_while_polling_saves_the_generations_and_the_resume_command_colle
     from tests.test_stop_e2e import resume_command
 
     cache, log = tmp_path / "cache", tmp_path / "stderr.txt"
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
-    env = {**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **_env(cache)}
+    env = run_env(_env(cache))
     with OpenAIBatchServer(final_number_judge) as judge:
         judge.hold = True
         with open(log, "wb") as fh:
@@ -227,14 +222,12 @@ def test_failed_and_expired_items_fall_back_as_asked(online, tmp_path, fallback)
 
 def test_rejudge_of_saved_samples_in_batch_mode(online, tmp_path):
     source = max(online.out_dir.rglob(f"samples_{TASK}_*.jsonl"))
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
     with OpenAIBatchServer(final_number_judge) as judge:
-        proc = subprocess.run(
-            [MATHJUDGE, "rejudge", str(source), "--output_path", str(tmp_path / "out"), "--judge",
+        proc = run_mathjudge(
+            ["rejudge", str(source), "--output_path", str(tmp_path / "out"), "--judge",
              "openai:loopback-model", "--metadata", json.dumps({"judge_base_url": judge.url, "judge_mode": "batch",
                                                                 "judge_batch_poll_seconds": 0.1})],
-            env={**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **_env(tmp_path / "cache")},
-            capture_output=True, text=True, timeout=300)
+            _env(tmp_path / "cache"), timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert (judge.batches_created, judge.call_count, judge.files) == (1, 0, {})
         assert len(judge.jobs["batch_loopback1"].lines) == N

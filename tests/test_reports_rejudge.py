@@ -10,10 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,11 +19,10 @@ from lm_eval.utils import get_file_task_name, get_results_filenames, get_sample_
 
 from lm_eval_mathjudge.__main__ import main
 from tests.conftest import SHARED_DATA, read_jsonl
-from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, fenced, run_together
+from tests.e2e import CANARY_KEY, fenced, run_mathjudge, run_together
 from tests.loopback import ChatCompletionsServer
 from tests.reports_fixtures import BUILTIN_LIMIT, three_runs
 
-MATHJUDGE = str(Path(sys.executable).with_name("mathjudge"))
 LABELS = SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
 JUDGE_MODEL = "tolerant-judge"
 
@@ -53,9 +50,7 @@ def _final_number(text: str) -> float | None:
 
 
 def _mathjudge(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
-    return subprocess.run([MATHJUDGE, *args], env={**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
-                          capture_output=True, text=True, timeout=600)
+    return run_mathjudge(args, env)
 
 
 @pytest.fixture(scope="module")
