@@ -35,8 +35,7 @@ from importlib import metadata
 from typing import Any
 
 from ..core.errors import ConfigError, FatalJudgeError, JudgeRefusal
-from ..core.types import JudgeRequest
-from ..judging.cache import Reply
+from ..core.types import JudgeRequest, Reply
 from ..settings.schema import JudgeSettings
 
 LOCAL_JUDGE_VERSION = 2  # bump when the answer policy or the reply wording changes (part of cache keys)

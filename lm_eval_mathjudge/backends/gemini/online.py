@@ -30,8 +30,7 @@ from ...calls import stop
 from ...calls.retry import RetryPolicy, call_with_retries
 from ...core.errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError
 from ...core.redact import public_url, redact
-from ...core.types import JudgeRequest, Media
-from ...judging.cache import Reply
+from ...core.types import JudgeRequest, Media, Reply
 from ...settings.schema import JudgeSettings
 from .._http import building_request, check_text, header_retry_after, status_error
 from .._lazy import LazyClient

@@ -31,8 +31,7 @@ from ...calls.retry import RetryPolicy, call_with_retries
 from ...core.errors import (FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError,
                             UnsendableRequest)
 from ...core.redact import public_url, redact
-from ...core.types import JudgeRequest, Media
-from ...judging.cache import Reply
+from ...core.types import JudgeRequest, Media, Reply
 from ...settings.schema import JudgeSettings, is_reasoning_model
 from .._http import building_request, check_text, status_error
 from .._lazy import LazyClient
