@@ -103,7 +103,7 @@ def judge_in_process(cache_dir: str, base_url: str, prompts: list[str], concurre
         from lm_eval_mathjudge import backends
         from lm_eval_mathjudge.judging.cache import ReplyCache
         from lm_eval_mathjudge.judging.client import JudgeClient
-        from lm_eval_mathjudge.settings.schema import resolve_settings
+        from lm_eval_mathjudge.settings.layers import resolve_settings
         from lm_eval_mathjudge.core.judges import JUDGES
         from lm_eval_mathjudge.core.types import JudgeRequest
 

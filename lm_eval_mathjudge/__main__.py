@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _default_cache_dir() -> str:
-    from .settings.schema import resolve_settings
+    from .settings.layers import resolve_settings
 
     return resolve_settings("exact_match", None, None).resolved_cache_dir()
 

@@ -94,7 +94,7 @@ def shared_cache_judge(cache_dir: str, base_url: str, prompts: list, start, resu
         from lm_eval_mathjudge import backends
         from lm_eval_mathjudge.judging.cache import ReplyCache
         from lm_eval_mathjudge.judging.client import JudgeClient
-        from lm_eval_mathjudge.settings.schema import resolve_settings
+        from lm_eval_mathjudge.settings.layers import resolve_settings
         from lm_eval_mathjudge.core.judges import JUDGES
         from lm_eval_mathjudge.core.types import JudgeRequest
 

@@ -13,7 +13,8 @@ from collections import Counter
 import pytest
 
 from lm_eval_mathjudge.audit import battery, score
-from lm_eval_mathjudge.settings.schema import AUDIT_LIMIT, resolve_run_options
+from lm_eval_mathjudge.settings.layers import resolve_run_options
+from lm_eval_mathjudge.settings.schema import AUDIT_LIMIT
 from lm_eval_mathjudge.core.errors import ConfigError
 from lm_eval_mathjudge.core.stats import wilson_interval
 from lm_eval_mathjudge.core.types import Outcome

@@ -10,8 +10,9 @@ import re
 
 import pytest
 
-from lm_eval_mathjudge.settings.schema import (DEFAULT_EXACT_MATCH_MODEL, DEFAULT_VLM_MODEL, JudgeSettings,
-                                               resolve_settings)
+from lm_eval_mathjudge.settings.layers import resolve_settings
+from lm_eval_mathjudge.settings.models import DEFAULT_EXACT_MATCH_MODEL, DEFAULT_VLM_MODEL
+from lm_eval_mathjudge.settings.schema import JudgeSettings
 from lm_eval_mathjudge.core.errors import ConfigError
 
 CANARY = "sk-canary-0123456789abcdef"
@@ -307,7 +308,7 @@ def test_the_vlm_judge_cannot_run_locally():
 def test_media_dirs_come_from_every_layer_resolved(tmp_path, layer):
     import os
 
-    from lm_eval_mathjudge.settings.schema import resolve_run_options
+    from lm_eval_mathjudge.settings.layers import resolve_run_options
 
     one, two = tmp_path / "a", tmp_path / "b"
     one.mkdir()
@@ -334,7 +335,7 @@ def test_media_dirs_come_from_every_layer_resolved(tmp_path, layer):
     ("[not json", "must be a list of folders"),
 ])
 def test_bad_media_dirs_are_refused_before_anything_runs(value, message):
-    from lm_eval_mathjudge.settings.schema import resolve_run_options
+    from lm_eval_mathjudge.settings.layers import resolve_run_options
 
     with pytest.raises(ConfigError, match=re.escape(message)):
         resolve_run_options("vlm", None, {"judge_media_dirs": value}, {})

@@ -19,7 +19,8 @@ import pytest
 
 from lm_eval_mathjudge.cost import ledger as cost, prices, token_rules
 from lm_eval_mathjudge.core import docs as data
-from lm_eval_mathjudge.settings.schema import JudgeSettings, resolve_settings
+from lm_eval_mathjudge.settings.layers import resolve_settings
+from lm_eval_mathjudge.settings.schema import JudgeSettings
 from lm_eval_mathjudge.core.errors import ConfigError, JudgeRunError
 from lm_eval_mathjudge.core.judges import JUDGES
 from lm_eval_mathjudge.core.media import load_media
@@ -495,7 +496,7 @@ def test_format_estimates_table(gsm8k_requests):
 def test_prices_given_as_an_object_in_metadata_is_kept_as_json():
     import json
 
-    from lm_eval_mathjudge.settings.schema import resolve_settings
+    from lm_eval_mathjudge.settings.layers import resolve_settings
 
     table = {"my-judge": {"input": 1.0, "output": 4.0}}
     settings = resolve_settings("exact_match", None, {"judge_prices": table, "judge_model": "my-judge"}, environ={})

@@ -27,7 +27,7 @@ from lm_eval_mathjudge.backends import build
 from lm_eval_mathjudge.batch.jobs import JobStore
 from lm_eval_mathjudge.judging.cache import FILE_NAME, Reply, ReplyCache
 from lm_eval_mathjudge.judging.client import JudgeClient, preflight_once
-from lm_eval_mathjudge.settings.schema import resolve_settings
+from lm_eval_mathjudge.settings.layers import resolve_settings
 from lm_eval_mathjudge.core.errors import FatalJudgeError
 from lm_eval_mathjudge.generators.store import MediaStore
 from lm_eval_mathjudge.core.judges import JUDGES

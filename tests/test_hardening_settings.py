@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from lm_eval_mathjudge.settings.schema import (DEFAULTS, REASONING_MAX_TOKENS, JudgeSettings, is_reasoning_model,
-                                               resolve_settings)
+from lm_eval_mathjudge.settings.layers import resolve_settings
+from lm_eval_mathjudge.settings.models import DEFAULTS, REASONING_MAX_TOKENS, is_reasoning_model
+from lm_eval_mathjudge.settings.schema import JudgeSettings
 from lm_eval_mathjudge.core.errors import ConfigError
 
 CANARY = "sk-canary-0123456789abcdef"

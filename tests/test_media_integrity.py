@@ -152,7 +152,7 @@ def test_a_never_transient_status_on_a_judge_call_is_asked_once(sdk_env, status)
 
 def test_openai_judge_does_not_retry_a_501(monkeypatch):
     from lm_eval_mathjudge.backends import build
-    from lm_eval_mathjudge.settings.schema import resolve_settings
+    from lm_eval_mathjudge.settings.layers import resolve_settings
 
     with ChatCompletionsServer(lambda body: "Final Verdict: Correct") as server:
         server.inject(status=501, times=20)

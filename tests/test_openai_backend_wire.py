@@ -462,7 +462,7 @@ def test_a_request_that_cannot_be_built_is_that_samples_failure(server):
     ("omni-judge", False), ("Qwen/Qwen2.5-72B-Instruct", False), ("llama-o1", False),
 ])
 def test_is_reasoning_model(model, reasoning):
-    from lm_eval_mathjudge.settings.schema import is_reasoning_model
+    from lm_eval_mathjudge.settings.models import is_reasoning_model
 
     assert is_reasoning_model(model) is reasoning
 

@@ -6,7 +6,8 @@ import pytest
 
 from lm_eval_mathjudge.judging import cascade, panel
 from lm_eval_mathjudge.judging.client import JudgeStats
-from lm_eval_mathjudge.settings.schema import RunOptions, resolve_run_options, resolve_settings
+from lm_eval_mathjudge.settings.layers import resolve_run_options, resolve_settings
+from lm_eval_mathjudge.settings.schema import RunOptions
 from lm_eval_mathjudge.core.errors import ConfigError
 from lm_eval_mathjudge.core.judges import EXACT_MATCH, VLM
 from lm_eval_mathjudge.core.parsing import ExactMatchVerdict, VlmVerdict, parse_exact_match

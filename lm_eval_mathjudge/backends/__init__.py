@@ -10,24 +10,12 @@ import importlib
 import os
 from typing import Mapping
 
-from ..core.errors import ConfigError
 from ..core.redact import public_url
 from ..core.types import Backend
+from ..settings import credentials
 from ..settings.schema import JudgeSettings
 
 _MODULES = {"openai": "openai.chat", "azure": "openai.chat", "local": "local", "gemini": "gemini.online"}
-
-# Which variable (any of) must hold a key for each backend, and the hint to print.
-_CREDENTIALS: dict[str, tuple[tuple[str, ...], str]] = {
-    "openai": (("OPENAI_API_KEY",),
-               "export OPENAI_API_KEY=... (servers that check no key, such as a local vLLM, accept any value, e.g. EMPTY)"),
-    "azure": (("AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN"),
-              "export AZURE_OPENAI_API_KEY=..., AZURE_OPENAI_ENDPOINT=... and OPENAI_API_VERSION=..."),
-    "gemini": (("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI"),
-               "export GEMINI_API_KEY=... (or GOOGLE_GENAI_USE_VERTEXAI=true with GOOGLE_CLOUD_PROJECT "
-               "and GOOGLE_CLOUD_LOCATION for Vertex AI)"),
-}
-
 
 _ALTERNATIVES = {
     "exact_match": "--metadata '{\"gpt4em_judge_backend\": \"local\"}' (the offline math-verify judge)",
@@ -38,13 +26,9 @@ _ALTERNATIVES = {
 
 def check_credentials(settings: JudgeSettings, judge: str, environ: Mapping[str, str] | None = None) -> None:
     """Fail before any generation when the judge cannot possibly authenticate."""
-    environ = os.environ if environ is None else environ
-    if settings.backend not in _CREDENTIALS:
-        return
-    names, hint = _CREDENTIALS[settings.backend]
-    if not any(environ.get(n, "").strip().lower() not in ("", "0", "false") for n in names):
-        raise ConfigError(f"the {settings.backend} judge ({settings.model}) needs credentials, and none of "
-                          f"{', '.join(names)} is set: {hint}. Or pick another judge with {_ALTERNATIVES[judge]}.")
+    if settings.backend in credentials.SERVICES:
+        credentials.require(settings.backend, f"the {settings.backend} judge ({settings.model})", environ,
+                            otherwise=f"Or pick another judge with {_ALTERNATIVES[judge]}.")
 
 
 # Where each SDK sends requests when no base URL is set (its own variable first).

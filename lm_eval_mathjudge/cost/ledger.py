@@ -33,7 +33,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..core.errors import ConfigError, JudgeRunError
 from ..core.types import JudgeRequest
-from ..settings.schema import is_reasoning_model, judge_label
+from ..settings.models import is_reasoning_model
+from ..settings.schema import judge_label
 from . import prices
 from .token_rules import media_tokens, prompt_tokens  # noqa: F401 - part of this module's API
 

@@ -32,6 +32,7 @@ from ..backends.gemini.online import _BAD_URL, _TIMEOUTS, _TRANSPORT, _retry_aft
 from ..calls.retry import transient_status
 from ..core.errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
 from ..core.redact import redact
+from ..settings import credentials
 
 T = TypeVar("T")
 
@@ -48,9 +49,6 @@ def _requests_transport() -> tuple[type[BaseException], ...]:
 
 _REQUESTS_TRANSPORT = _requests_transport()
 
-GEMINI_API_CREDENTIALS = "GEMINI_API_KEY (or GOOGLE_API_KEY)"
-VERTEX_CREDENTIALS = ("GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION with application default credentials "
-                      "(gcloud auth application-default login), or a Vertex AI express-mode key in GOOGLE_API_KEY")
 # Finish reasons and block reasons that mean "the service refused on policy grounds".
 SAFETY_REASONS = {"SAFETY", "PROHIBITED_CONTENT", "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "BLOCKLIST",
                   "SPII", "RECITATION", "IMAGE_RECITATION", "JAILBREAK", "MODEL_ARMOR"}
@@ -88,7 +86,7 @@ def make_client(adapter: str, model: str, *, vertex: bool, timeout: float) -> An
     """A google-genai client with one attempt per call, or a ConfigError naming the missing credentials."""
     options = types.HttpOptions(timeout=max(1, int(timeout * 1000)),  # milliseconds
                                 retry_options=types.HttpRetryOptions(attempts=1))
-    needs = VERTEX_CREDENTIALS if vertex else GEMINI_API_CREDENTIALS
+    needs = credentials.hint("vertex" if vertex else "gemini_api")
     api = "Vertex AI" if vertex else "the Gemini API"
     try:
         return genai.Client(vertexai=vertex, http_options=options, **_project(vertex))
@@ -112,7 +110,7 @@ def check_vertex_auth(adapter: str, model: str, client: Any) -> None:
         google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
     except auth_errors.GoogleAuthError as exc:
         raise ConfigError(redact(f"--model {adapter} with model={model} runs on Vertex AI, which needs "
-                                 f"{VERTEX_CREDENTIALS}; no application default credentials were found ({exc})")
+                                 f"{credentials.hint('vertex')}; no application default credentials were found ({exc})")
                           ) from None
 
 

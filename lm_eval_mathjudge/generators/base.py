@@ -49,7 +49,7 @@ Writing a vendor generator (the interface other modules implement)
            ADAPTER = "mathjudge-my-vendor"          # the --model name
            KIND = "image"                           # or "video" (default prompt)
            OPTIONS = {"size": str, "seconds": int}  # vendor model_args and their parsers
-           CREDENTIALS = (("MY_API_KEY",), "export MY_API_KEY=...")   # checked before anything runs
+           CREDENTIALS = Service(("MY_API_KEY",), "export MY_API_KEY=...")   # settings.credentials; checked first
            def build(self, settings: GeneratorSettings, options: dict) -> Generator:
                from .my_vendor_sdk_module import MyGenerator  # SDKs imported here, lazily
                return MyGenerator(settings, options)
@@ -83,6 +83,7 @@ from ..core.errors import (ConfigError, FatalJudgeError, GenerationFailure, Gene
                            TransientJudgeError)
 from ..core.media import media_problem, sniff
 from ..core.redact import redact
+from ..settings.credentials import Service
 from . import failure_marker, record_provenance
 from .job import Job
 from .settings import GeneratorSettings, check_credentials, default_media_dir, load_template, split_model_args
@@ -134,7 +135,7 @@ class GeneratorLM(LM):
     ADAPTER = ""
     KIND = "image"
     OPTIONS: Mapping[str, Callable[[str], Any]] = {}
-    CREDENTIALS: tuple[tuple[str, ...], str] | None = None
+    CREDENTIALS: str | Service | None = None  # a name in settings.credentials.SERVICES, or the vendor's own
 
     def __init__(self, **model_args: Any):
         super().__init__()

@@ -25,7 +25,8 @@ from google.genai import types
 from ..backends.gemini.online import _name
 from ..core.errors import ConfigError, GenerationFailure
 from ..core.redact import redact
-from ..settings.schema import _to_bool
+from ..settings import credentials
+from ..settings.layers import to_bool
 from . import _google
 from .base import GeneratedMedia, GeneratorLM, GeneratorSettings
 
@@ -42,7 +43,7 @@ class GeminiImageLM(GeneratorLM):
     ADAPTER = ADAPTER
     KIND = "image"
     OPTIONS = {"aspect_ratio": str, "image_size": str, "seed": int, "negative_prompt": str,
-               "with_text": _to_bool, "vertexai": _google.parse_vertex}
+               "with_text": to_bool, "vertexai": _google.parse_vertex}
 
     def build(self, settings: GeneratorSettings, options: dict[str, Any]) -> "GeminiImageGenerator":
         return GeminiImageGenerator(settings, options)
@@ -69,7 +70,7 @@ class GeminiImageGenerator:
         if asked is False:
             raise ConfigError(f"model={self._model}: Imagen runs only on Vertex AI (google-genai 3.6 has "
                               "generate_images for Vertex AI clients only); drop vertexai=false and set "
-                              f"{_google.VERTEX_CREDENTIALS}")
+                              f"{credentials.hint('vertex')}")
         return True
 
     def options(self) -> dict[str, Any]:

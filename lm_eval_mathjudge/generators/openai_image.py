@@ -25,8 +25,6 @@ from .base import GeneratedMedia, GeneratorLM, GeneratorSettings, Job
 
 T = TypeVar("T")
 
-OPENAI_CREDENTIALS = (("OPENAI_API_KEY",), "export OPENAI_API_KEY=... (OPENAI_BASE_URL=... for a compatible "
-                                           "server; one that checks no key accepts any value)")
 FORMATS = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 # Defaults chosen for a page of written working: portrait, and a quality that keeps small text legible.
 IMAGE_DEFAULTS = {"size": "1024x1536", "quality": "medium", "output_format": "png", "background": "opaque",
@@ -71,7 +69,7 @@ class OpenAIImageLM(GeneratorLM):
     ADAPTER = "mathjudge-openai-image"
     KIND = "image"
     OPTIONS = {name: str for name in IMAGE_DEFAULTS} | {"output_compression": int}
-    CREDENTIALS = OPENAI_CREDENTIALS
+    CREDENTIALS = "openai"  # settings.credentials.SERVICES
 
     def build(self, settings: GeneratorSettings, options: dict[str, Any]) -> OpenAIImageGenerator:
         return OpenAIImageGenerator(settings, options)

@@ -14,11 +14,12 @@ from typing import Any, Callable, Mapping
 
 from ..core import prompts
 from ..core.errors import ConfigError
-from ..settings.schema import _to_bool, default_cache_dir
+from ..settings import credentials
+from ..settings.layers import to_bool
+from ..settings.schema import default_cache_dir
 
 IGNORED_ARGS = ("batch_size", "max_batch_size", "device")  # lm-eval passes these to every model
 MAX_RETRIES_LIMIT = 20
-_SECRET_HINTS = ("key", "token", "secret", "password", "credential")
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class GeneratorSettings:
 
 SETTING_TYPES: dict[str, Callable[[Any], Any]] = {
     "model": str, "media_dir": str, "num_concurrent": int, "rpm": float, "max_retries": int, "timeout": float,
-    "poll_interval": float, "poll_timeout": float, "prompt": str, "retry_failures": _to_bool}
+    "poll_interval": float, "poll_timeout": float, "prompt": str, "retry_failures": to_bool}
 
 
 def split_model_args(adapter: str, options: Mapping[str, Callable[[Any], Any]],
@@ -74,21 +75,17 @@ def split_model_args(adapter: str, options: Mapping[str, Callable[[Any], Any]],
 
 
 def _unknown(adapter: str, name: str, known: list[str]) -> ConfigError:
-    if any(hint in name.lower() for hint in _SECRET_HINTS):
+    if credentials.looks_like_credential(name):
         return ConfigError(f"--model_args {name}=...: credentials are never read from model_args, because "
                            "lm-eval writes them to the results file; use the provider's environment variable")
     return ConfigError(f"{adapter}: unknown --model_args key {name!r}; known: {', '.join(known)}")
 
 
-def check_credentials(adapter: str, credentials: tuple[tuple[str, ...], str] | None,
+def check_credentials(adapter: str, service: str | credentials.Service | None,
                       environ: Mapping[str, str] | None = None) -> None:
-    """Stop before anything runs when none of the vendor's key variables is set."""
-    if credentials is None:
-        return
-    environ = os.environ if environ is None else environ
-    names, hint = credentials
-    if not any(environ.get(n, "").strip().lower() not in ("", "0", "false") for n in names):
-        raise ConfigError(f"--model {adapter} needs credentials, and none of {', '.join(names)} is set: {hint}")
+    """Stop before anything runs when none of the vendor's key variables is set (``credentials.SERVICES``)."""
+    if service is not None:
+        credentials.require(service, f"--model {adapter}", environ)
 
 
 def load_template(kind: str, path: str | None) -> prompts.Template:

@@ -24,7 +24,7 @@ import openai
 from ..core.errors import GenerationFailure, TransientJudgeError
 from ..core.redact import redact
 from .base import GeneratedMedia, GeneratorLM, GeneratorSettings, Job
-from .openai_image import OPENAI_CREDENTIALS, openai_client, refused, sdk_call, translate
+from .openai_image import openai_client, refused, sdk_call, translate
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class SoraLM(GeneratorLM):
     ADAPTER = "mathjudge-sora"
     KIND = "video"
     OPTIONS = {"seconds": str, "size": str}
-    CREDENTIALS = OPENAI_CREDENTIALS
+    CREDENTIALS = "openai"  # settings.credentials.SERVICES
 
     def build(self, settings: GeneratorSettings, options: dict[str, Any]) -> SoraGenerator:
         return SoraGenerator(settings, options)

@@ -8,7 +8,7 @@ of starting (and paying for) a new one. The video arrives as bytes in the
 operation's response: no Cloud Storage bucket is involved.
 
 google-genai 3.6 runs ``generate_videos`` only on Vertex AI, so this adapter
-always builds a Vertex AI client (credentials: ``_google.VERTEX_CREDENTIALS``).
+always builds a Vertex AI client (credentials: ``settings.credentials.SERVICES['vertex']``).
 
 Outcomes of a finished operation:
 
@@ -28,7 +28,8 @@ from google.genai import types
 
 from ..core.errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
 from ..core.redact import redact
-from ..settings.schema import _to_bool
+from ..settings import credentials
+from ..settings.layers import to_bool
 from . import _google
 from .base import GeneratedMedia, GeneratorLM, GeneratorSettings, Job
 
@@ -43,7 +44,7 @@ class VeoLM(GeneratorLM):
     ADAPTER = ADAPTER
     KIND = "video"
     OPTIONS = {"duration_seconds": int, "aspect_ratio": str, "resolution": str, "seed": int,
-               "negative_prompt": str, "generate_audio": _to_bool, "vertexai": _google.parse_vertex}
+               "negative_prompt": str, "generate_audio": to_bool, "vertexai": _google.parse_vertex}
 
     def build(self, settings: GeneratorSettings, options: dict[str, Any]) -> "VeoGenerator":
         return VeoGenerator(settings, options)
@@ -57,7 +58,7 @@ class VeoGenerator:
         if options.pop("vertexai", None) is False:
             raise ConfigError(f"model={settings.model}: Veo runs only on Vertex AI (google-genai 3.6 has "
                               "generate_videos for Vertex AI clients only); drop vertexai=false and set "
-                              f"{_google.VERTEX_CREDENTIALS}")
+                              f"{credentials.hint('vertex')}")
         # Audio costs extra and the judge grades the writing: off unless asked for.
         self._options = {"duration_seconds": DEFAULT_DURATION, "generate_audio": False, **options}
         self._client = _google.make_client(ADAPTER, settings.model, vertex=True, timeout=settings.timeout)

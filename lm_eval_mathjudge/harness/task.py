@@ -43,8 +43,8 @@ from ..judging import cascade
 from ..judging.cache import ReplyCache
 from ..judging.client import JudgeClient, outcome_from_error, preflight_once
 from ..judging.panel import Panel
-from ..settings.schema import (JudgeSettings, RunOptions, judge_label, pipeline_label, resolve_run_options,
-                               resolve_settings)
+from ..settings.layers import resolve_run_options, resolve_settings
+from ..settings.schema import JudgeSettings, RunOptions, judge_label, pipeline_label
 from . import recovery, run
 
 log = logging.getLogger(__name__)

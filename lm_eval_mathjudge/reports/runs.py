@@ -30,7 +30,6 @@ PRIMARY_METRICS = ("gpt4_exact_match", "cascade_exact_match", "final_correct")
 NO_JUDGE = "lm-eval metric (no judge)"
 _QUESTION_KEYS = ("mj_question", "question", "problem", "Question", "Problem")
 _NAME_KEYS = ("peft", "delta", "pretrained", "model", "path", "engine")  # lm-eval's own order
-_SECRET_HINTS = ("key", "token", "secret", "password", "credential", "auth")
 _STAMP = re.compile(r"results_(.+)\.json$")
 
 
@@ -192,7 +191,7 @@ def _name_from_args(args: Any) -> str | None:
     if not isinstance(args, dict):
         return None
     for key in _NAME_KEYS:
-        if key in args and not any(hint in key.lower() for hint in _SECRET_HINTS):
+        if key in args:  # none of these names is a credential; model_name() still checks the value
             return str(args[key])
     return None
 

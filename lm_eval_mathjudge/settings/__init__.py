@@ -1,2 +1,3 @@
-"""Judge settings: the schema (frozen dataclasses, the judge label), model defaults, the layers
-they come from (YAML < environment < metadata < panel member), and the credential rules."""
+"""Judge settings: ``schema`` (the frozen dataclasses, their limits, the judge label), ``models`` (defaults
+per judge and backend, model families), ``layers`` (YAML < environment < metadata < panel member, coercion,
+unknown names refused) and ``credentials`` (where keys live, refusals, the one hint table)."""

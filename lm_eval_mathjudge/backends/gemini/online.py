@@ -31,6 +31,7 @@ from ...calls.retry import RetryPolicy, call_with_retries
 from ...core.errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError
 from ...core.redact import public_url, redact
 from ...core.types import JudgeRequest, Media, Reply
+from ...settings import credentials
 from ...settings.schema import JudgeSettings
 from .._http import building_request, check_text, header_retry_after, status_error
 from .._lazy import LazyClient
@@ -139,10 +140,8 @@ class GeminiBackend(LazyClient):
         try:
             client = genai.Client(http_options=options)
         except (ValueError, auth_errors.GoogleAuthError) as exc:  # no key, no project, no ADC
-            raise FatalJudgeError(redact(
-                f"cannot build the gemini client: {exc} Set GEMINI_API_KEY (or GOOGLE_API_KEY), or "
-                "GOOGLE_GENAI_USE_VERTEXAI=true with GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION "
-                "and application default credentials for Vertex AI."), kind="config") from None
+            raise FatalJudgeError(redact(f"cannot build the gemini client: {exc} {credentials.hint('gemini')}."),
+                                  kind="config") from None
         self._vertex = bool(getattr(getattr(client, "_api_client", None), "vertexai", False))
         return client
 

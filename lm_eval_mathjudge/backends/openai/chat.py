@@ -32,7 +32,8 @@ from ...core.errors import (FatalJudgeError, JudgeCallError, JudgeRefusal, Media
                             UnsendableRequest)
 from ...core.redact import public_url, redact
 from ...core.types import JudgeRequest, Media, Reply
-from ...settings.schema import JudgeSettings, is_reasoning_model
+from ...settings.models import is_reasoning_model
+from ...settings.schema import JudgeSettings
 from .._http import building_request, check_text, status_error
 from .._lazy import LazyClient
 
