@@ -1,4 +1,4 @@
-"""Prices, estimates, the cost of recorded usage, the run ledger, dry run and budget (prices.py, cost.py).
+"""Prices, estimates, the cost of recorded usage, the run ledger, dry run and budget (cost/: prices, estimate, ledger, budget).
 
 Estimates are checked on real GSM8K prompts rendered by the real exact-match
 template (the full test set when the shared data are beside the repository,
@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_mathjudge.cost import ledger as cost, prices, token_rules
+from lm_eval_mathjudge.cost import prices, token_rules
+from lm_eval_mathjudge.cost.budget import BudgetExceeded, DryRunDone, check_budget, dry_run_stop
+from lm_eval_mathjudge.cost.estimate import Estimate, combine, estimate, expected_thinking, format_estimates
+from lm_eval_mathjudge.cost.ledger import Ledger, Tokens, cost_of, tokens_of
 from lm_eval_mathjudge.core import docs as data
 from lm_eval_mathjudge.settings.layers import resolve_settings
 from lm_eval_mathjudge.settings.schema import JudgeSettings
@@ -191,7 +194,7 @@ def test_text_token_rule(text, tokens):
 
 def test_estimate_exact_match_default_judge_on_gsm8k(gsm8k_requests):
     s = em_settings()
-    e = cost.estimate(iter(gsm8k_requests), s, task="mathjudge_gsm8k", cached=5)
+    e = estimate(iter(gsm8k_requests), s, task="mathjudge_gsm8k", cached=5)
     n = len(gsm8k_requests)
     prompt = sum(documented_prompt_tokens(r) for r in gsm8k_requests)
     assert (e.requests, e.cached, e.prompt_tokens) == (n, 5, prompt)
@@ -205,10 +208,10 @@ def test_estimate_exact_match_default_judge_on_gsm8k(gsm8k_requests):
 
 
 def test_estimate_batch_is_half_and_local_is_free(gsm8k_requests):
-    online = cost.estimate(gsm8k_requests, em_settings(model="gpt-4o-mini"))
-    batch = cost.estimate(gsm8k_requests, em_settings(model="gpt-4o-mini", mode="batch"))
+    online = estimate(gsm8k_requests, em_settings(model="gpt-4o-mini"))
+    batch = estimate(gsm8k_requests, em_settings(model="gpt-4o-mini", mode="batch"))
     assert batch.usd == pytest.approx(online.usd / 2) and batch.mode == "batch"
-    local = cost.estimate(gsm8k_requests, em_settings(backend="local"))
+    local = estimate(gsm8k_requests, em_settings(backend="local"))
     assert (local.usd, local.usd_max, local.prompt_tokens, local.requests) == (0.0, 0.0, 0, len(gsm8k_requests))
 
 
@@ -226,7 +229,7 @@ def test_estimate_batch_is_half_and_local_is_free(gsm8k_requests):
     ({"backend": "local"}, 0),
 ])
 def test_expected_thinking(overrides, thinking):
-    assert cost.expected_thinking(em_settings(**overrides)) == thinking
+    assert expected_thinking(em_settings(**overrides)) == thinking
 
 
 def test_estimate_vlm_on_gemini_counts_thinking_and_separate_output_part(gsm8k_requests):
@@ -235,7 +238,7 @@ def test_estimate_vlm_on_gemini_counts_thinking_and_separate_output_part(gsm8k_r
     docs = list(data.gsm8k(datasets.Dataset.from_list(read_jsonl(GSM8K)[:20])))
     requests = [JUDGES["vlm"].request(doc, doc["answer"]) for doc in docs]
     assert all(r.output_text for r in requests)
-    e = cost.estimate(requests, vlm_settings())  # gemini-2.5-pro, max_tokens 8192
+    e = estimate(requests, vlm_settings())  # gemini-2.5-pro, max_tokens 8192
     prompt = sum(documented_prompt_tokens(r) for r in requests)
     assert e.prompt_tokens == prompt and e.completion_tokens == 20 * (100 + 1000)
     assert e.usd == pytest.approx((prompt * 1.25 + 20 * 1100 * 10) / 1e6)
@@ -243,15 +246,15 @@ def test_estimate_vlm_on_gemini_counts_thinking_and_separate_output_part(gsm8k_r
 
 
 def test_estimate_unknown_model_is_unknown_not_guessed(gsm8k_requests):
-    e = cost.estimate(gsm8k_requests[:10], em_settings(model="my-finetune"))
+    e = estimate(gsm8k_requests[:10], em_settings(model="my-finetune"))
     assert e.usd is None and e.usd_max is None and e.unpriced == ("openai:my-finetune",)
     assert e.prompt_tokens > 0  # tokens are still counted
-    nothing = cost.estimate([], em_settings(model="my-finetune"), cached=10)  # all cached: free, known
+    nothing = estimate([], em_settings(model="my-finetune"), cached=10)  # all cached: free, known
     assert (nothing.usd, nothing.unpriced) == (0.0, ())
-    total = cost.combine([e, cost.estimate(gsm8k_requests[:10], em_settings())])
-    assert total.usd == pytest.approx(cost.estimate(gsm8k_requests[:10], em_settings()).usd)
+    total = combine([e, estimate(gsm8k_requests[:10], em_settings())])
+    assert total.usd == pytest.approx(estimate(gsm8k_requests[:10], em_settings()).usd)
     assert total.unpriced == ("openai:my-finetune",) and total.requests == 20
-    assert cost.combine([e]).usd is None
+    assert combine([e]).usd is None
 
 
 # ---------------------------------------------------------------------- media rules
@@ -290,8 +293,8 @@ def test_image_tokens(tmp_path, fmt, size, openai_tokens, gemini_tokens):
     path.write_bytes(_pil(fmt, size))
     media = load_media(str(path))
     assert token_rules.image_size(media) == size
-    assert cost.media_tokens(media, "openai") == openai_tokens
-    assert cost.media_tokens(media, "gemini") == gemini_tokens
+    assert token_rules.media_tokens(media, "openai") == openai_tokens
+    assert token_rules.media_tokens(media, "gemini") == gemini_tokens
 
 
 @pytest.mark.parametrize("blob, seconds", [
@@ -303,10 +306,10 @@ def test_video_tokens(tmp_path, blob, seconds):
     path = tmp_path / f"clip{ext}"
     path.write_bytes(blob)
     media = load_media(str(path))
-    assert cost.media_tokens(media, "gemini") == seconds * 300
-    assert cost.media_tokens(media, "openai") == 0  # refused before sending: the openai judge takes no video
+    assert token_rules.media_tokens(media, "gemini") == seconds * 300
+    assert token_rules.media_tokens(media, "openai") == 0  # refused before sending: the openai judge takes no video
     request = JudgeRequest(prompt="p" * 48, media=(media,))  # 48 letters: 10 tokens
-    assert cost.prompt_tokens(request, "gemini") == 10 + 7 + seconds * 300
+    assert token_rules.prompt_tokens(request, "gemini") == 10 + 7 + seconds * 300
 
 
 # ---------------------------------------------------------------------- cost of usage
@@ -333,23 +336,23 @@ def test_video_tokens(tmp_path, blob, seconds):
 ])
 def test_cost_of(model, backend, usage, batch_usage, online, batch):
     s = em_settings(backend=backend, model=model) if backend != "local" else em_settings(backend="local")
-    c = cost.cost_of(usage, batch_usage, s)
+    c = cost_of(usage, batch_usage, s)
     assert c.online == (None if online is None else pytest.approx(online))
     assert c.batch == pytest.approx(batch)
     assert c.total == (None if online is None else pytest.approx(online + batch))
 
 
 def test_tokens_of_splits_visible_and_thinking():
-    assert cost.tokens_of({"prompt_tokens": 5, "completion_tokens": 30, "reasoning_tokens": 20}) == \
-        cost.Tokens(prompt=5, completion=10, thinking=20)
-    assert cost.tokens_of({"prompt_tokens": 5, "completion_tokens": 30, "thoughts_tokens": 20}) == \
-        cost.Tokens(prompt=5, completion=30, thinking=20)
-    assert cost.tokens_of({"prompt_tokens": True, "completion_tokens": "9"}) == cost.Tokens()
+    assert tokens_of({"prompt_tokens": 5, "completion_tokens": 30, "reasoning_tokens": 20}) == \
+        Tokens(prompt=5, completion=10, thinking=20)
+    assert tokens_of({"prompt_tokens": 5, "completion_tokens": 30, "thoughts_tokens": 20}) == \
+        Tokens(prompt=5, completion=30, thinking=20)
+    assert tokens_of({"prompt_tokens": True, "completion_tokens": "9"}) == Tokens()
 
 
 # ---------------------------------------------------------------------- ledger
 def test_ledger_rows_dict_and_table():
-    ledger = cost.Ledger()
+    ledger = Ledger()
     em, vlm = em_settings(), vlm_settings()
     ledger.record("mathjudge_gsm8k", em, requests=100, calls=98, cached=2, failed=1,
                   usage={"prompt_tokens": 50_000, "completion_tokens": 6000})
@@ -381,7 +384,7 @@ def test_ledger_rows_dict_and_table():
 
 
 def test_ledger_never_raises_after_the_calls_were_paid():
-    ledger = cost.Ledger()
+    ledger = Ledger()
     bad = em_settings(model="gpt-4o", prices='{"gpt-4o": {"input": 1}}')  # lacks output
     row = ledger.record("t", bad, requests=2, calls=2, usage={"prompt_tokens": 100, "completion_tokens": 10})
     assert row.usd is None and row.prompt_tokens == 100
@@ -391,7 +394,7 @@ def test_ledger_never_raises_after_the_calls_were_paid():
 
 
 def test_ledger_accumulates_across_threads():
-    ledger = cost.Ledger()
+    ledger = Ledger()
     s = em_settings(model="gpt-4o-mini")
 
     def worker():
@@ -413,14 +416,14 @@ def test_ledger_from_judge_stats():
     stats = JudgeStats(requests=12, unique=10, cache_hits=4, calls=6)
     stats.failures.update({"unparseable": 1})
     stats.usage.update({"prompt_tokens": 3000, "completion_tokens": 300})
-    row = cost.Ledger().record_stats("t", em_settings(model="gpt-4o"), stats)
+    row = Ledger().record_stats("t", em_settings(model="gpt-4o"), stats)
     assert (row.requests, row.calls, row.cached, row.failed) == (12, 6, 4, 1)
     assert row.usd == pytest.approx((3000 * 2.5 + 300 * 10) / 1e6)
 
 
 # ---------------------------------------------------------------------- budget and dry run
-def _estimate(usd: float | None, unpriced=()) -> cost.Estimate:
-    return cost.Estimate(task="all tasks", judge="openai:gpt-4o", mode="online", requests=1319, cached=0,
+def _estimate(usd: float | None, unpriced=()) -> Estimate:
+    return Estimate(task="all tasks", judge="openai:gpt-4o", mode="online", requests=1319, cached=0,
                          prompt_tokens=700_000, completion_tokens=80_000, completion_tokens_max=1_350_000,
                          usd=usd, usd_max=None if usd is None else usd * 5, unpriced=tuple(unpriced))
 
@@ -437,10 +440,10 @@ def _estimate(usd: float | None, unpriced=()) -> cost.Estimate:
 def test_check_budget(budgets, usd, refused):
     settings = [em_settings(**({} if b is None else {"budget_usd": b})) for b in budgets]
     if not refused:
-        assert cost.check_budget(_estimate(usd), settings) is None
+        assert check_budget(_estimate(usd), settings) is None
         return
-    with pytest.raises(cost.BudgetExceeded) as info:
-        cost.check_budget(_estimate(usd), settings)
+    with pytest.raises(BudgetExceeded) as info:
+        check_budget(_estimate(usd), settings)
     message = str(info.value)
     assert f"judge_budget_usd={min(b for b in budgets if b is not None):g}" in message
     assert f"${usd:,.2f}" in message and "1,319 judge call(s)" in message and "Nothing was sent" in message
@@ -454,17 +457,17 @@ def test_budget_refusal_names_where_the_generations_are():
     def saved() -> str:
         asked.append(1)
         return "The generations of 1 task(s) are saved in /tmp/g/generations-1.jsonl: rerun with ..."
-    cost.check_budget(_estimate(1.0), [em_settings(budget_usd=2)], saved=saved)
+    check_budget(_estimate(1.0), [em_settings(budget_usd=2)], saved=saved)
     assert asked == []  # within budget: nothing is written
-    with pytest.raises(cost.BudgetExceeded) as info:
-        cost.check_budget(_estimate(3.0), [em_settings(budget_usd=2)], saved=saved)
+    with pytest.raises(BudgetExceeded) as info:
+        check_budget(_estimate(3.0), [em_settings(budget_usd=2)], saved=saved)
     assert str(info.value).endswith("saved in /tmp/g/generations-1.jsonl: rerun with ...") and asked == [1]
 
 
 def test_budget_with_an_unpriced_judge_refuses():
-    with pytest.raises(cost.BudgetExceeded, match="has no price.*judge_prices"):
-        cost.check_budget(_estimate(1.0, unpriced=["openai:my-finetune"]), [em_settings(budget_usd=100)])
-    assert cost.check_budget(_estimate(None, unpriced=["openai:my-finetune"]), [em_settings()]) is None
+    with pytest.raises(BudgetExceeded, match="has no price.*judge_prices"):
+        check_budget(_estimate(1.0, unpriced=["openai:my-finetune"]), [em_settings(budget_usd=100)])
+    assert check_budget(_estimate(None, unpriced=["openai:my-finetune"]), [em_settings()]) is None
 
 
 @pytest.mark.parametrize("budget, verdict", [(None, ""), (100.0, "within judge_budget_usd=100"),
@@ -472,8 +475,8 @@ def test_budget_with_an_unpriced_judge_refuses():
 def test_dry_run_stop(budget, verdict):
     saved = "The generations of 2 task(s) are saved in /tmp/x/generations-1.jsonl: rerun with ..."
     settings = [em_settings(dry_run=True, **({} if budget is None else {"budget_usd": budget}))]
-    stop = cost.dry_run_stop(_estimate(6.5), settings, saved=saved)
-    assert isinstance(stop, cost.DryRunDone) and isinstance(stop, JudgeRunError)
+    stop = dry_run_stop(_estimate(6.5), settings, saved=saved)
+    assert isinstance(stop, DryRunDone) and isinstance(stop, JudgeRunError)
     message = str(stop)
     assert message.startswith("dry run (judge_dry_run=true): nothing was sent to any judge.")
     assert "about $6.50" in message and "at most $32.50" in message and saved in message
@@ -483,9 +486,9 @@ def test_dry_run_stop(budget, verdict):
 
 
 def test_format_estimates_table(gsm8k_requests):
-    rows = [cost.estimate(gsm8k_requests[:50], em_settings(), task="mathjudge_gsm8k"),
-            cost.estimate(gsm8k_requests[:50], em_settings(model="my-finetune"), task="mathjudge_gsm8k_mine")]
-    lines = cost.format_estimates(rows).splitlines()
+    rows = [estimate(gsm8k_requests[:50], em_settings(), task="mathjudge_gsm8k"),
+            estimate(gsm8k_requests[:50], em_settings(model="my-finetune"), task="mathjudge_gsm8k_mine")]
+    lines = format_estimates(rows).splitlines()
     assert lines[3].startswith("mathjudge_gsm8k ") and lines[4].split()[-2:] == ["unknown", "unknown"]
     assert lines[6].startswith("total") and "all judges" in lines[6]
     assert f"{rows[0].usd:.4f}" in lines[6]

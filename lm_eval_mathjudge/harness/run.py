@@ -41,7 +41,8 @@ from typing import Any, Callable, Iterator, Sequence
 from ..calls.limits import run_bounded
 from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome, clean_text
-from ..cost import ledger as cost
+from ..cost import budget, estimate
+from ..cost.ledger import Ledger
 from ..judging.client import JudgeClient
 from . import recovery
 
@@ -254,7 +255,7 @@ def submit_all_batches(jobs: Sequence[Job]) -> None:
                           job_ids=[i for _, exc in pending for i in exc.job_ids])
 
 
-# ---------------------------------------------------------------------- cost (cost.py: estimate, ledger, budget)
+# ---------------------------------------------------------------------- cost (cost/: estimate, ledger, budget)
 @dataclass
 class Part:
     """What one judge of one task would be asked: for the dry run and the budget."""
@@ -275,18 +276,18 @@ def check_spend(parts: Sequence[Part], cache_dir: str) -> None:
     """
     settings = [part.client.settings for part in parts]
     dry = any(s.dry_run for s in settings)
-    if not dry and cost.budget_of(settings) is None:
+    if not dry and budget.budget_of(settings) is None:
         return
     estimates = [_estimate(part) for part in parts]
-    total = cost.combine(estimates)
-    print(cost.format_estimates(estimates), file=sys.stderr, flush=True)
+    total = estimate.combine(estimates)
+    print(estimate.format_estimates(estimates), file=sys.stderr, flush=True)
     saved = functools.partial(recovery.keep_generations, cache_dir)  # only called when the run stops
     if dry:
-        raise cost.dry_run_stop(total, settings, saved=saved)
-    cost.check_budget(total, settings, saved=saved)
+        raise budget.dry_run_stop(total, settings, saved=saved)
+    budget.check_budget(total, settings, saved=saved)
 
 
-def _estimate(part: Part) -> "cost.Estimate":
+def _estimate(part: Part) -> "estimate.Estimate":
     settled = [0]
 
     def todo() -> Iterator[JudgeRequest]:
@@ -295,13 +296,13 @@ def _estimate(part: Part) -> "cost.Estimate":
                 settled[0] += 1
             else:
                 yield request
-    estimate = cost.estimate(todo(), part.client.settings, task=part.task)
-    return dataclasses.replace(estimate, cached=settled[0])
+    guess = estimate.estimate(todo(), part.client.settings, task=part.task)
+    return dataclasses.replace(guess, cached=settled[0])
 
 
 def summarise_members(task: str, clients: Sequence[JudgeClient]) -> dict[str, Any]:
     """A panel's or a cascade's task (its own path): its cost block, one line per member judge; printed."""
-    ledger = cost.Ledger()
+    ledger = Ledger()
     for client in clients:
         ledger.record_stats(task, client.settings, client.stats)
     print(ledger.table(), file=sys.stderr, flush=True)
@@ -310,7 +311,7 @@ def summarise_members(task: str, clients: Sequence[JudgeClient]) -> dict[str, An
 
 def summarise(jobs: Sequence[Job]) -> None:
     """One cost table for the run; each job gets its task's block and the run's totals."""
-    ledger = cost.Ledger()
+    ledger = Ledger()
     for job in jobs:
         ledger.record_stats(job.name, job.client.settings, job.client.stats, failed=job.failed())
     print(ledger.table(), file=sys.stderr, flush=True)

@@ -38,7 +38,7 @@ from ..core.judges import JUDGE_FAILED, JUDGES, Judge
 from ..core.media import refused as media_refused
 from ..core.redact import install_log_filter, public_url, redact
 from ..core.types import JudgeRequest, Outcome, clean_text
-from ..cost import ledger as cost, prices
+from ..cost import budget, prices
 from ..judging import cascade
 from ..judging.cache import ReplyCache
 from ..judging.client import JudgeClient, outcome_from_error, preflight_once
@@ -158,7 +158,7 @@ class JudgedTask(TaskBase):
                 self.config.metadata["judge"]["audit"] = audit.in_run(self, self._audit_key())
         except stop.Stopped:  # a signal: say what was kept and how to resume (after a real one: exit)
             raise stop.finish() from None
-        except (JudgeRunError, cost.BudgetExceeded):  # their messages already say where the generations are
+        except (JudgeRunError, budget.BudgetExceeded):  # their messages already say where the generations are
             raise
         except Exception as exc:  # anything else: say what happened and keep the generations
             raise JudgeRunError(f"{self.config.task}: judging failed: {redact(clean_text(str(exc)))}. "

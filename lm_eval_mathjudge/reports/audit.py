@@ -59,7 +59,8 @@ def load_tasks(names: list[str], metadata: dict[str, Any]) -> list[Any]:
 def run(args: Any, metadata: dict[str, Any]) -> int:
     from ..audit import audit_tasks
     from ..batch.base import BatchPending
-    from ..cost.ledger import DryRunDone, Ledger
+    from ..cost.budget import DryRunDone
+    from ..cost.ledger import Ledger
 
     if args.limit is not None and args.limit < 1:
         raise ReportError("--limit must be at least 1 (answers per attack family and task)")
