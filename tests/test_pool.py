@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from lm_eval_mathjudge.calls.limits import WINDOW_PER_WORKER, run_bounded
+from lm_eval_mathjudge.calls.workers import WINDOW_PER_WORKER, run_bounded
 
 
 class Tracked(list):

@@ -29,7 +29,8 @@ from lm_eval_mathjudge.core.errors import Stopped, TransientJudgeError
 from lm_eval_mathjudge.generators.job import Job
 from lm_eval_mathjudge.generators.settings import GeneratorSettings
 from lm_eval_mathjudge.generators.store import MediaStore
-from lm_eval_mathjudge.calls.limits import AdaptiveGate, WindowLimiter, run_bounded
+from lm_eval_mathjudge.calls.limits import AdaptiveGate, WindowLimiter
+from lm_eval_mathjudge.calls.workers import run_bounded
 from lm_eval_mathjudge.calls.retry import RetryPolicy, call_with_retries
 
 

@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ..calls import stop
 from ..calls.retry import RetryPolicy, call_with_retries
+from ..calls.workers import progress_bar
 from ..core.errors import ConfigError, FatalJudgeError, JudgeCallError, JudgeRefusal
 from ..core.types import Reply
 from ..harness import recovery
@@ -256,7 +257,8 @@ class BatchRun:
             raise self._pending(mine, "judge_batch_wait=false: the batch is submitted and the run stops here. "
                                 "Rerun the same command (later) to collect the results; nothing is submitted twice")
         deadline = store.oldest(jobs) + self.settings.batch_max_hours * 3600
-        with _bar(sum(s.total for s in mine.values()) or None, f"batch {self.provider.name}", self.progress) as bar:
+        with progress_bar(sum(s.total for s in mine.values()) or None, f"batch {self.provider.name}",
+                          self.progress) as bar:
             while True:
                 mine = {job: statuses[job] for job in jobs}
                 self._show(bar, mine)
@@ -349,30 +351,6 @@ class BatchRun:
         saved = recovery.keep_generations(self.settings.resolved_cache_dir())
         return BatchPending(f"{why}. Batch job(s) at {self.provider.name}: {jobs}; their ids are kept in "
                             f"{self.cache.path}. {saved}", job_ids=list(statuses))
-
-
-class _NoBar:
-    n = 0
-
-    def update(self, n: int) -> None:
-        self.n += n
-
-    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
-        pass
-
-    def __enter__(self) -> "_NoBar":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-
-def _bar(total: int | None, desc: str, enabled: bool) -> Any:
-    if not enabled:
-        return _NoBar()
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="req")
 
 
 __all__ = ["BatchReport", "BatchRun", "JobStore", "prefill"]

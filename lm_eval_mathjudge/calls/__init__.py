@@ -1,2 +1,3 @@
-"""Calling outside services: the one retry policy, the rate limits and adaptive gate, the one
-bounded worker pool, and the stop that every wait of ours ends on."""
+"""Calling outside services: ``retry`` (the one retry policy), ``limits`` (rpm/tpm windows, the adaptive
+gate, the learned rate, one set per backend), ``workers`` (the one bounded pool and the one progress bar)
+and ``stop`` (the stop every wait of ours ends on)."""

@@ -6,7 +6,7 @@ Flow of ``generate_until`` (lm-eval hands over every request of every task at on
     key = hash(adapter, model, options, prompt)            # store.request_key
     store has media for key     -> answer with its path   (reused, no call)
     store has a remembered failure -> failure marker      (no call; retry_failures=true asks again)
-    otherwise, through pool.run_bounded (num_concurrent) and retry.call_with_retries:
+    otherwise, through workers.run_bounded (num_concurrent) and retry.call_with_retries:
         vendor.generate(prompt, job) -> bytes -> store.put -> answer with the file's path
     GenerationFailure (content policy, safety, failed job) -> failure marker, remembered
     transient errors past max_retries, fatal errors        -> GenerationRunError after the
@@ -77,7 +77,8 @@ from typing import Any, Callable, Mapping, Protocol
 from lm_eval.api.model import LM
 
 from ..calls import stop
-from ..calls.limits import backend_limits, run_bounded
+from ..calls.limits import backend_limits
+from ..calls.workers import run_bounded
 from ..calls.retry import RetryPolicy, call_with_retries
 from ..core.errors import (ConfigError, FatalJudgeError, GenerationFailure, GenerationRunError, JudgeCallError,
                            TransientJudgeError)
@@ -149,7 +150,7 @@ class GeneratorLM(LM):
         self._label = f"{self.ADAPTER}:{self.settings.model}"
         self._store = MediaStore(self.settings.media_dir)
         self._policy = RetryPolicy(max_retries=self.settings.max_retries)
-        # The judge's limits (pool.py): one set per adapter + model in this process. Not adaptive: a
+        # The judge's limits (calls/limits.py): one set per adapter + model in this process. Not adaptive: a
         # generation holds its place for a whole video job (minutes of polling), so a gate lowered by
         # one 429 on a create would run the jobs one after another; the retry layer handles the 429.
         self._limits = backend_limits({"backend": f"generator:{self.ADAPTER}", "model": self.settings.model},

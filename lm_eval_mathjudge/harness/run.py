@@ -7,7 +7,7 @@ slowest call before the next task's first call. So the first judged task's
 ``apply_filters`` judges every pending task here: each task's filters run, its
 requests are keyed, and the unique requests of all tasks (several
 ``JudgeClient``s, possibly different backends) go through ONE
-``pool.run_bounded`` with one progress bar, the next request always from the task
+``workers.run_bounded`` with one progress bar, the next request always from the task
 with the most work left (``Schedule``). Each task's own ``apply_filters``
 then only reads its outcomes back (``JudgedTask._finish_job``), so scores,
 samples files, ``judge_failed``, per-task stats and a transport failure stay
@@ -38,7 +38,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
-from ..calls.limits import run_bounded
+from ..calls.workers import run_bounded
 from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome, clean_text
 from ..cost import budget, estimate

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from ..calls import stop
-from ..calls.limits import backend_limits, estimate_tokens, run_bounded
+from ..calls.limits import backend_limits, estimate_tokens
+from ..calls.workers import run_bounded
 from ..calls.retry import MAX_DELAY, RetryPolicy, call_with_retries
 from ..core.errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MathJudgeError, MediaError, UnparseableReply
 from ..core.redact import redact
