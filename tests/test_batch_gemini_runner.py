@@ -14,7 +14,7 @@ import pytest
 from lm_eval_mathjudge.backends.gemini.online import GeminiBackend
 from lm_eval_mathjudge.backends.gemini import batch as gemini_batch
 from lm_eval_mathjudge.batch.base import BatchPending
-from lm_eval_mathjudge.batch.runner import JobStore
+from lm_eval_mathjudge.judging.batch import JobStore
 from lm_eval_mathjudge.judging.cache import ReplyCache
 from lm_eval_mathjudge.judging.client import JudgeClient
 from lm_eval_mathjudge.settings.schema import JudgeSettings

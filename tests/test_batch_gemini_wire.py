@@ -15,15 +15,18 @@ import json
 
 import pytest
 
+from lm_eval_mathjudge.backends import batch_provider
 from lm_eval_mathjudge.backends.gemini import online as gemini
 from lm_eval_mathjudge.backends.gemini.online import GeminiBackend
 from lm_eval_mathjudge.batch import base
 from lm_eval_mathjudge.backends.gemini import batch as gemini_batch
 from lm_eval_mathjudge.backends.gemini.batch import GeminiBatchProvider
-from lm_eval_mathjudge.judging.cache import request_key
+from lm_eval_mathjudge.judging.cache import ReplyCache, request_key
+from lm_eval_mathjudge.judging.client import JudgeClient
 from lm_eval_mathjudge.settings.schema import JudgeSettings
 from lm_eval_mathjudge.core.errors import JudgeCallError, JudgeRefusal, TransientJudgeError
 from lm_eval_mathjudge.calls.retry import RetryPolicy
+from lm_eval_mathjudge.core.parsing import parse_vlm
 from lm_eval_mathjudge.core.types import JudgeRequest, Media, Reply
 from tests._helpers import isolate_gemini_sdk
 from tests.loopback.gemini_batch_server import GeminiBatchServer
@@ -116,7 +119,7 @@ def test_job_states_and_replies_keyed_to_their_requests(server, backend, source)
     items = items_of(JudgeRequest(PROMPT, output_text=RIGHT), JudgeRequest(PROMPT, output_text=WRONG),
                      JudgeRequest(PROMPT + " ", output_text=RIGHT))
     server.reverse_output = True  # replies are matched by key, not by position
-    provider = backend.batch_provider()
+    provider = batch_provider(backend, "gemini")
     job, seen, results = run_job(provider, items)
     assert job.startswith("batches/") and server.batch_creates == 1
     assert [s.raw_state for s in seen] == ["JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"]
@@ -138,11 +141,11 @@ def test_inline_replies_without_metadata_are_matched_by_position_in_the_submitti
     """The API answers inline requests in request order; a process that did not submit the job does not guess."""
     server.echo_metadata = False
     items = items_of(JudgeRequest(PROMPT, output_text=WRONG), JudgeRequest(PROMPT, output_text=RIGHT))
-    job, _, results = run_job(backend.batch_provider(), items)
+    job, _, results = run_job(batch_provider(backend, "gemini"), items)
     assert [results[key].text for key, _ in items] == [REPLY_WRONG, REPLY_RIGHT]
     other = GeminiBackend(settings(server))
     try:
-        assert list(other.batch_provider().results(job)) == []  # left to the online pass, not guessed
+        assert list(batch_provider(other, "gemini").results(job)) == []  # left to the online pass, not guessed
     finally:
         other.close()
 
@@ -152,7 +155,7 @@ def test_batch_request_and_reply_are_the_online_ones(server, backend, source, tm
     image = media_file(tmp_path, "frame.png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, "image/png")
     requests = [JudgeRequest(PROMPT, output_text=RIGHT), JudgeRequest(PROMPT, media=(image,))]
     online = [backend.complete(r) for r in requests]
-    _, _, results = run_job(backend.batch_provider(), items_of(*requests))
+    _, _, results = run_job(batch_provider(backend, "gemini"), items_of(*requests))
     [job] = server.jobs.values()
     assert job.answered == online_bodies(server)  # what the judge read, request for request
     assert job.answered[0]["generationConfig"]["thinkingConfig"] == {"thinking_budget": 1024}
@@ -182,7 +185,7 @@ def test_refusals_map_exactly_as_online(server, backend, source, spec, kind):
     with pytest.raises(JudgeRefusal) as online:
         backend.complete(request)
     [(key, _)] = items = items_of(request)
-    _, _, results = run_job(backend.batch_provider(), items)
+    _, _, results = run_job(batch_provider(backend, "gemini"), items)
     refusal = results[key]
     assert isinstance(refusal, JudgeRefusal) and refusal.scored
     assert (refusal.kind, str(refusal)) == (online.value.kind, str(online.value)) and refusal.kind == kind
@@ -193,7 +196,7 @@ def test_an_item_error_fails_that_item_only(server, backend, source):
                                      if "boxed{26}" in body["contents"][0]["parts"][-1]["text"]
                                      else judge_like_gemini(body))
     items = items_of(JudgeRequest(PROMPT, output_text=RIGHT), JudgeRequest(PROMPT, output_text=WRONG))
-    _, seen, results = run_job(backend.batch_provider(), items)
+    _, seen, results = run_job(batch_provider(backend, "gemini"), items)
     assert seen[-1].state == base.COMPLETED and (seen[-1].done, seen[-1].failed) == (2, 1)
     assert isinstance(results[items[0][0]], Reply) and results[items[0][0]].text == REPLY_RIGHT
     error = results[items[1][0]]
@@ -206,7 +209,7 @@ def test_a_failed_result_download_is_retried(server, backend, monkeypatch):
     monkeypatch.setattr(gemini_batch, "RetryPolicy", functools.partial(RetryPolicy, base_delay=0.01))
     server.failing_downloads = 1
     items = items_of(JudgeRequest(PROMPT, output_text=RIGHT))
-    _, _, results = run_job(backend.batch_provider(), items)
+    _, _, results = run_job(batch_provider(backend, "gemini"), items)
     assert results[items[0][0]].text == REPLY_RIGHT
     downloads = [r for r in server.requests if r.path.split("?")[0].endswith(":download")]
     assert len(downloads) == 2 and server.failing_downloads == 0
@@ -219,7 +222,7 @@ def test_sdks_without_streamed_download_read_the_result_file_into_memory(server,
     monkeypatch.setattr(files, "download", lambda *, file, config=None: real(file=file, config=config))
     monkeypatch.setattr(gemini_batch, "INLINE_MAX_BYTES", 1)
     items = items_of(JudgeRequest(PROMPT, output_text=RIGHT), JudgeRequest(PROMPT, output_text=WRONG))
-    _, _, results = run_job(backend.batch_provider(), items)
+    _, _, results = run_job(batch_provider(backend, "gemini"), items)
     assert [results[key].text for key, _ in items] == [REPLY_RIGHT, REPLY_WRONG]
 
 
@@ -233,7 +236,7 @@ def test_sdks_without_streamed_download_read_the_result_file_into_memory(server,
 def test_jobs_that_end_without_replies(server, backend, source, end, state):
     server.end_state = end
     items = items_of(JudgeRequest(PROMPT, output_text=RIGHT), JudgeRequest(PROMPT, output_text=WRONG))
-    provider = backend.batch_provider()
+    provider = batch_provider(backend, "gemini")
     job, seen, results = run_job(provider, items)
     assert seen[-1].state == state and seen[-1].finished and end.removeprefix("BATCH_") in seen[-1].message
     assert results == {}  # Gemini keeps nothing of such a job; the runner applies batch_fallback to each request
@@ -250,8 +253,8 @@ def test_cleanup_deletes_every_upload_and_the_job_even_from_another_process(serv
     video = media_file(tmp_path, "clip.mp4", b"\x00\x00\x00\x18ftypmp42" + b"\x17" * 5000, "video/mp4")
     first, later = GeminiBackend(settings(server)), GeminiBackend(settings(server))
     try:
-        job = first.batch_provider().submit(items_of(JudgeRequest(PROMPT, media=(video,))))
-        provider = later.batch_provider()  # a new process: no memory of the submit
+        job = batch_provider(first, "gemini").submit(items_of(JudgeRequest(PROMPT, media=(video,))))
+        provider = batch_provider(later, "gemini")  # a new process: no memory of the submit
         while not (status := provider.status(job)).finished:
             pass
         assert (status.done, status.total) == (1, 1)  # the counts come from the server, not from memory
@@ -274,7 +277,7 @@ def test_cleanup_deletes_every_upload_and_the_job_even_from_another_process(serv
 
 def test_a_running_job_is_never_deleted(server, backend):
     server.pending_reads = 100
-    provider = backend.batch_provider()
+    provider = batch_provider(backend, "gemini")
     job = provider.submit(items_of(JudgeRequest(PROMPT, output_text=RIGHT)))
     provider.cleanup(job)
     assert job in server.jobs and server.deleted_jobs == []
@@ -287,7 +290,7 @@ def test_unbuildable_requests_are_left_out(server, backend):
     missing = JudgeRequest(PROMPT, media=(Media(source="/nonexistent/frame.png", mime_type="image/png",
                                                 sha256="0" * 64, size=10, path="/nonexistent/frame.png"),))
     items = items_of(broken, JudgeRequest(PROMPT, output_text=RIGHT), missing)
-    provider = backend.batch_provider()
+    provider = batch_provider(backend, "gemini")
     _, _, results = run_job(provider, items)
     assert list(results) == [items[1][0]]
     assert provider.submit(items_of(broken)) == ""  # nothing to send: no job is created
@@ -297,28 +300,33 @@ def test_unbuildable_requests_are_left_out(server, backend):
 def test_create_errors_are_mapped_and_the_input_file_is_deleted(server, backend, source):
     server.inject(status=429, headers={"Retry-After": "3"})
     with pytest.raises(TransientJudgeError) as caught:
-        backend.batch_provider().submit(items_of(JudgeRequest(PROMPT, output_text=RIGHT)))
+        batch_provider(backend, "gemini").submit(items_of(JudgeRequest(PROMPT, output_text=RIGHT)))
     assert caught.value.status == 429 and caught.value.retry_after == 3.0
     assert server.jobs == {}
     assert sorted(server.deleted) == sorted(server.uploaded)  # the input file (file source) is not left behind
     assert bool(server.uploaded) == (source == "file")
 
 
-def test_vertex_ai_is_refused_with_a_way_out(monkeypatch):
+def test_vertex_ai_is_refused_with_a_way_out(monkeypatch, tmp_path):
     monkeypatch.setenv("GOOGLE_GENAI_USE_VERTEXAI", "true")
     monkeypatch.setenv("GOOGLE_API_KEY", CANARY)  # Vertex AI express mode: no project needed to build the client
     built = GeminiBackend(JudgeSettings(backend="gemini", model=MODEL, cache=False))
     try:
         with pytest.raises(base.BatchUnavailable, match="GEMINI_API_KEY.*judge_mode=online"):
-            built.batch_provider()
+            batch_provider(built, "gemini")
     finally:
         built.close()
-    with pytest.raises(base.BatchUnavailable, match="Vertex"):  # in batch mode: when the judge is built, before generation
-        GeminiBackend(JudgeSettings(backend="gemini", model=MODEL, cache=False, mode="batch"))
+    config = JudgeSettings(backend="gemini", model=MODEL, cache_dir=str(tmp_path), mode="batch")
+    later = GeminiBackend(config)
+    try:
+        with pytest.raises(base.BatchUnavailable, match="Vertex"):  # in batch mode: when the client is built, before generation
+            JudgeClient(later, parse_vlm, config, "vlm-test-v1", ReplyCache(str(tmp_path)), progress=False)
+    finally:
+        later.close()
 
 
 def test_the_key_never_reaches_the_wire_bodies(server, backend, source):
-    run_job(backend.batch_provider(), items_of(JudgeRequest(PROMPT, output_text=RIGHT)))
+    run_job(batch_provider(backend, "gemini"), items_of(JudgeRequest(PROMPT, output_text=RIGHT)))
     blob = json.dumps([r.body for r in server.requests if isinstance(r.body, (dict, list))])
     blob += "".join(r.body.decode() for r in server.requests if isinstance(r.body, bytes))  # the JSONL upload
     assert CANARY not in blob and base64.b64encode(CANARY.encode()).decode() not in blob

@@ -13,7 +13,7 @@ import pytest
 
 from lm_eval_mathjudge.batch import base
 from lm_eval_mathjudge.batch.jobs import JobStore
-from lm_eval_mathjudge.batch.runner import BatchRun
+from lm_eval_mathjudge.judging.batch import BatchRun
 from lm_eval_mathjudge.judging.cache import ReplyCache
 from lm_eval_mathjudge.settings.schema import JudgeSettings
 from lm_eval_mathjudge.core.errors import JudgeRefusal, TransientJudgeError
@@ -221,23 +221,25 @@ def test_the_job_table_holds_ids_and_request_keys_only(tmp_path):
     assert db.execute("SELECT COUNT(*) FROM batch_keys").fetchone()[0] == 2
 
 
-class _WithBatch:
-    def batch_provider(self):
-        return FakeProvider()
-
-
 @pytest.mark.parametrize("backend, has_api, cache, error", [
     ("openai", True, True, None),
-    ("openai", False, True, "has no batch API here; use judge_mode=online"),
+    ("azure", False, True, "has no batch API here; use judge_mode=online"),  # a service without a batch module
     ("openai", True, False, "set judge_cache=true"),
     ("local", False, False, None),  # the local rule (e.g. a cascade's first stage) is free: judged online
 ])
-def test_a_batch_mode_that_cannot_work_is_refused_when_the_client_is_built(tmp_path, backend, has_api, cache, error):
-    from lm_eval_mathjudge.batch.runner import check
+def test_a_batch_mode_that_cannot_work_is_refused_when_the_client_is_built(tmp_path, monkeypatch, backend, has_api,
+                                                                           cache, error):
+    from lm_eval_mathjudge import backends
+    from lm_eval_mathjudge.backends.openai.chat import OpenAIChatBackend
     from lm_eval_mathjudge.core.errors import ConfigError
+    from lm_eval_mathjudge.judging.batch import check
 
-    settings = JudgeSettings(backend=backend, mode="batch")
-    args = (_WithBatch() if has_api else object(), settings, ReplyCache(str(tmp_path)) if cache else None)
+    if not has_api:
+        monkeypatch.delitem(backends._BATCH_MODULES, backend, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+    settings = JudgeSettings(backend=backend, mode="batch", base_url="http://127.0.0.1:9/v1")
+    built = OpenAIChatBackend(settings) if backend == "openai" else object()
+    args = (built, settings, ReplyCache(str(tmp_path)) if cache else None)
     if error is None:
         check(*args)
     else:

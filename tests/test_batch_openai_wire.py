@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from lm_eval_mathjudge.backends import batch_provider
 from lm_eval_mathjudge import backends
 from lm_eval_mathjudge.core import prompts
 from lm_eval_mathjudge.batch import base
@@ -59,7 +60,7 @@ def test_each_line_carries_the_body_the_online_backend_sends(model, extra):
         backend = backends.build(_settings(server.url, model=model, **extra), "exact_match")
         backend.complete(request)
         online = server.requests[-1].body
-        job = backend.batch_provider().submit([("k" * 64, request)])
+        job = batch_provider(backend, backend.settings.backend).submit([("k" * 64, request)])
         upload = next(r for r in server.requests if r.path == "/v1/files")
         created = server.requests[-1].body
         backend.close()
@@ -77,7 +78,7 @@ def test_a_job_moves_through_its_states_and_every_reply_comes_back_by_custom_id(
     items = _items(5)
     with OpenAIBatchServer(grader, polls_in_progress=3) as server:
         backend = backends.build(_settings(server.url), "exact_match")
-        provider = backend.batch_provider()
+        provider = batch_provider(backend, backend.settings.backend)
         job = provider.submit(items)
         seen = _finish(provider, job)
         results = dict(provider.results(job))
@@ -103,7 +104,7 @@ def test_failed_and_expired_items_come_back_as_their_own_errors():
     items = _items(4)
     with OpenAIBatchServer(grader, fate=_fate) as server:
         backend = backends.build(_settings(server.url), "exact_match")
-        provider = backend.batch_provider()
+        provider = batch_provider(backend, backend.settings.backend)
         job = provider.submit(items)
         final = _finish(provider, job)[-1]
         results = dict(provider.results(job))
@@ -124,7 +125,7 @@ def test_failed_and_expired_items_come_back_as_their_own_errors():
 def test_a_refusal_inside_the_batch_is_the_same_refusal_as_online(spec, kind):
     with OpenAIBatchServer(lambda body: spec) as server:
         backend = backends.build(_settings(server.url), "exact_match")
-        provider = backend.batch_provider()
+        provider = batch_provider(backend, backend.settings.backend)
         job = provider.submit(_items(1))
         _finish(provider, job)
         ((_, result),) = list(provider.results(job))
@@ -138,7 +139,7 @@ def test_a_job_rejected_as_a_whole_says_why():
     with OpenAIBatchServer(grader) as server:
         server.fail_job = "Enqueued token limit reached for gpt-4-turbo in organization org-x."
         backend = backends.build(_settings(server.url), "exact_match")
-        provider = backend.batch_provider()
+        provider = batch_provider(backend, backend.settings.backend)
         job = provider.submit(_items(2))
         final = _finish(provider, job)[-1]
         assert list(provider.results(job)) == []
@@ -153,7 +154,7 @@ def test_items_that_cannot_be_sent_are_left_out_and_an_empty_job_is_never_create
     unsendable = ("v" * 64, JudgeRequest(prompt="Judge the video", media=(media,)))
     with OpenAIBatchServer(grader) as server:
         backend = backends.build(_settings(server.url), "exact_match")
-        provider = backend.batch_provider()
+        provider = batch_provider(backend, backend.settings.backend)
         assert provider.submit([unsendable]) == "" and server.requests == []
         provider.submit([unsendable, *_items(1)])
         backend.close()
@@ -164,7 +165,7 @@ def test_items_that_cannot_be_sent_are_left_out_and_an_empty_job_is_never_create
 def test_azure_uses_its_own_routes_and_line_url(monkeypatch):
     with OpenAIBatchServer(grader) as server:
         backend = backends.build(_settings(server.origin, backend="azure", model="gpt-4o-batch"), "exact_match")
-        provider = backend.batch_provider()
+        provider = batch_provider(backend, backend.settings.backend)
         job = provider.submit(_items(2))
         lines = [json.loads(x) for x in server.contents[server.jobs[job].input_file_id].decode().splitlines()]
         _finish(provider, job)

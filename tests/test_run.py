@@ -299,6 +299,7 @@ class _BatchClient:
 
     def __init__(self, name: str, outcome: str):
         self.name, self.outcome, self.batch_mode, self.prefilled = name, outcome, outcome != "online", []
+        self.settings = JudgeSettings(mode="batch")
 
     def prefill(self, items):
         from lm_eval_mathjudge.batch.base import BatchPending
@@ -331,6 +332,7 @@ def test_every_task_submits_its_batch_before_the_run_stops(outcomes, pending_job
             run.submit_all_batches(jobs)
         assert list(info.value.job_ids) == pending_jobs
         assert all(job_id in str(info.value) for job_id in pending_jobs)
+        assert "generations" in str(info.value)  # what was kept for the rerun is said, once for the run
     else:
         run.submit_all_batches(jobs)
     # every batch task was submitted, not only the ones before the first stop

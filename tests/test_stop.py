@@ -22,7 +22,7 @@ from lm_eval_mathjudge.harness import recovery
 from lm_eval_mathjudge.calls import stop
 from lm_eval_mathjudge.batch import base
 from lm_eval_mathjudge.batch.jobs import JobStore
-from lm_eval_mathjudge.batch.runner import BatchRun
+from lm_eval_mathjudge.judging.batch import BatchRun
 from lm_eval_mathjudge.judging.cache import ReplyCache
 from lm_eval_mathjudge.settings.schema import JudgeSettings
 from lm_eval_mathjudge.core.errors import Stopped, TransientJudgeError

@@ -18,7 +18,7 @@ Answers already judged are cached like any other request, so a rerun is free.
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..settings.schema import pipeline_label
 from .battery import Item, build, load
@@ -33,14 +33,16 @@ def ledger_name(task: str) -> str:
     return f"audit:{task}"
 
 
-def audit_tasks(tasks: Sequence[Any], limit: int | None = None, ledger: Any = None) -> dict[str, Any]:
+def audit_tasks(tasks: Sequence[Any], limit: int | None = None, ledger: Any = None,
+                saved: str | Callable[[], str] = "") -> dict[str, Any]:
     """Audit each judged task's judge on its own problems; the report (JSON-able, with every item).
 
     ``limit``: answers per family and task (default: each task's ``judge_audit_limit``). Every judge is
-    opened and the dry run and budget are checked over all tasks before the first call.
+    opened and the dry run and budget are checked over all tasks before the first call; ``saved`` says
+    where generations were kept when either stops the run.
     """
     from ..cost.ledger import Ledger
-    from ..harness.run import check_spend
+    from ..cost.spend import check_spend
 
     battery = load()
     ledger = Ledger() if ledger is None else ledger
@@ -52,7 +54,7 @@ def audit_tasks(tasks: Sequence[Any], limit: int | None = None, ledger: Any = No
             plans.append((task, items, task.requests_for([(i.doc, i.response) for i in items]), client, members))
         check_spend([part for task, _, built, _, members in plans
                      for part in task.spend_parts(members, built, ledger_name(task.config.task))],
-                    plans[0][4][0].settings.resolved_cache_dir())  # where a dry run says the generations are
+                    saved)
         results = [(task, items, task.judge_built(client, built, ledger_name(task.config.task)))
                    for task, items, built, client, _ in plans]
     finally:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Mapping
+from typing import Any, Mapping
 
 from ..core.redact import public_url
 from ..core.types import Backend
@@ -16,6 +16,7 @@ from ..settings import credentials
 from ..settings.schema import JudgeSettings
 
 _MODULES = {"openai": "openai.chat", "azure": "openai.chat", "local": "local", "gemini": "gemini.online"}
+_BATCH_MODULES = {"openai": "openai.batch", "azure": "openai.batch", "gemini": "gemini.batch"}
 
 _ALTERNATIVES = {
     "exact_match": "--metadata '{\"gpt4em_judge_backend\": \"local\"}' (the offline math-verify judge)",
@@ -56,3 +57,14 @@ def effective_endpoint(settings: JudgeSettings, environ: Mapping[str, str] | Non
 def build(settings: JudgeSettings, judge: str) -> Backend:
     module = importlib.import_module(f"{__name__}.{_MODULES[settings.backend]}")
     return module.create(settings, judge)
+
+
+def has_batch(backend: str) -> bool:
+    """Whether judge_mode=batch can use this service's batch API."""
+    return backend in _BATCH_MODULES
+
+
+def batch_provider(backend: Backend, service: str) -> Any:
+    """The batch API (``batch.base.BatchProvider``) of a built ``service`` backend (raises BatchUnavailable)."""
+    module = importlib.import_module(f"{__name__}.{_BATCH_MODULES[service]}")
+    return module.create(backend)

@@ -27,3 +27,8 @@ class LazyClient:
                 if self._sdk_client is None:
                     self._sdk_client = self._build_client()
         return self._sdk_client
+
+    @property
+    def sdk(self) -> Any:
+        """The SDK client (built now if it was not), for the batch provider of the same service."""
+        return self._client

@@ -1,20 +1,7 @@
-"""Batch mode: judge requests through the providers' batch APIs (about half price), as a cache pre-fill.
+"""Batch mode's contract and bookkeeping, below the backends that implement it.
 
-``prefill(client, items)`` (``runner.py``) is the one entry point; ``base.py`` is the
-provider contract; ``openai_batch.py`` and ``gemini_batch.py`` implement it. Nothing here
-is imported unless a judge runs with ``judge_mode=batch``.
+``base.py`` is the provider contract (``backends/openai/batch.py`` and
+``backends/gemini/batch.py`` implement it); ``jobs.py`` keeps job ids in the judge
+cache's SQLite file. The runner that drives a provider is ``judging/batch.py``.
+Nothing here is imported unless a judge runs with ``judge_mode=batch``.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-
-def prefill(client: Any, items: Any) -> Any:
-    """See ``runner.prefill`` (imported on first use)."""
-    from .runner import prefill as run
-
-    return run(client, items)
-
-
-__all__ = ["prefill"]

@@ -1,14 +1,14 @@
 """The contract between the batch runner and a provider's batch API.
 
-Batch mode is a cache pre-fill: the runner (``runner.py``) hands the judge
+Batch mode is a cache pre-fill: the runner (``judging/batch.py``) hands the judge
 requests that are not cached yet to a provider, waits for the job, and stores
 each reply under the same cache key an online call would use. A provider only
 moves requests and replies; it never touches the cache, the job table or the
 progress bar.
 
-A provider is obtained from the judge backend: ``backend.batch_provider()``
-(only backends whose service has a batch API define it; the SDK is imported
-by the backend module, never here). It implements ``BatchProvider``:
+A provider is built from a judge backend by ``backends.batch_provider``
+(only services with a batch API have a batch module; the SDK is imported
+by that module, never here). It implements ``BatchProvider``:
 
     submit(items)    -> job id       one job for these (key, request) pairs;
                                       the key is the item's id inside the job

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
+from .redact import redact
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -26,6 +28,12 @@ class Reply:
     text: str
     usage: dict[str, int] = field(default_factory=dict)
     finish_reason: str | None = None
+
+
+def clean_reply(reply: Reply) -> Reply:
+    """What may be stored and shown: valid Unicode, no credential the judge echoed."""
+    text = redact(clean_text(reply.text))
+    return reply if text == reply.text else Reply(text=text, usage=reply.usage, finish_reason=reply.finish_reason)
 
 
 @dataclass(frozen=True)

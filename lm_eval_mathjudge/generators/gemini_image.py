@@ -22,7 +22,7 @@ from typing import Any
 
 from google.genai import types
 
-from ..backends.gemini.online import _name
+from ..backends.gemini.online import enum_name
 from ..core.errors import ConfigError, GenerationFailure
 from ..core.redact import redact
 from ..settings import credentials
@@ -118,7 +118,7 @@ class GeminiImageGenerator:
 def content_image(response: Any, model: str) -> GeneratedMedia:
     """The image of a generateContent response, or the named reason there is none."""
     feedback = getattr(response, "prompt_feedback", None)
-    block = _name(getattr(feedback, "block_reason", None))
+    block = enum_name(getattr(feedback, "block_reason", None))
     if block:
         detail = getattr(feedback, "block_reason_message", None)
         raise GenerationFailure(redact(f"{model} blocked the prompt ({block}{': ' + detail if detail else ''})"),
@@ -127,7 +127,7 @@ def content_image(response: Any, model: str) -> GeneratedMedia:
     if not candidates:
         raise GenerationFailure(f"{model} returned no candidates", kind="no_image")
     candidate = candidates[0]
-    finish = _name(candidate.finish_reason)
+    finish = enum_name(candidate.finish_reason)
     parts = getattr(candidate.content, "parts", None) or []
     images = [p.inline_data for p in parts
               if p.inline_data is not None and p.inline_data.data and p.thought is not True

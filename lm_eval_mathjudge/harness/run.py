@@ -26,7 +26,6 @@ judged by a panel or a cascade keeps its own path (``judge_all`` in its own
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import os
@@ -41,7 +40,8 @@ from typing import Any, Callable, Iterator, Sequence
 from ..calls.workers import run_bounded
 from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome, clean_text
-from ..cost import budget, estimate
+from ..cost import spend
+from ..cost.spend import Part
 from ..cost.ledger import Ledger
 from ..judging.client import JudgeClient
 from . import recovery
@@ -248,56 +248,20 @@ def submit_all_batches(jobs: Sequence[Job]) -> None:
             job.client.prefill(list(job.requests()))
         except BatchPending as exc:
             pending.append((job.name, exc))
-    if len(pending) == 1:
-        raise pending[0][1]
-    if pending:
-        raise BatchPending("; ".join(f"{name}: {exc}" for name, exc in pending),
-                          job_ids=[i for _, exc in pending for i in exc.job_ids])
+    if pending:  # every live task's generations are kept, so the rerun that collects regenerates nothing
+        saved = recovery.keep_generations(batched[0].client.settings.resolved_cache_dir())
+        text = str(pending[0][1]) if len(pending) == 1 else "; ".join(f"{name}: {exc}" for name, exc in pending)
+        raise BatchPending(f"{text} {saved}", job_ids=[i for _, exc in pending for i in exc.job_ids])
 
 
-# ---------------------------------------------------------------------- cost (cost/: estimate, ledger, budget)
-@dataclass
-class Part:
-    """What one judge of one task would be asked: for the dry run and the budget."""
-    task: str
-    client: JudgeClient
-    items: Callable[[], Iterator[tuple[str, JudgeRequest]]]  # unique (key, request), rendered lazily
-
-
+# ---------------------------------------------------------------------- cost (cost/: estimate, ledger, budget, spend)
 def parts_of(jobs: Sequence[Job]) -> list[Part]:
     return [Part(job.name, job.client, job.requests) for job in jobs]
 
 
 def check_spend(parts: Sequence[Part], cache_dir: str) -> None:
-    """Dry run: print the run's estimate and stop. Budget: refuse above it. Both before any judge call.
-
-    The estimate covers the requests the cache does not answer yet, rendered one at a time.
-    Either stop saves every live task's generations (``recovery.keep_generations``) and says where.
-    """
-    settings = [part.client.settings for part in parts]
-    dry = any(s.dry_run for s in settings)
-    if not dry and budget.budget_of(settings) is None:
-        return
-    estimates = [_estimate(part) for part in parts]
-    total = estimate.combine(estimates)
-    print(estimate.format_estimates(estimates), file=sys.stderr, flush=True)
-    saved = functools.partial(recovery.keep_generations, cache_dir)  # only called when the run stops
-    if dry:
-        raise budget.dry_run_stop(total, settings, saved=saved)
-    budget.check_budget(total, settings, saved=saved)
-
-
-def _estimate(part: Part) -> "estimate.Estimate":
-    settled = [0]
-
-    def todo() -> Iterator[JudgeRequest]:
-        for key, request in part.items():
-            if part.client.settled(key):
-                settled[0] += 1
-            else:
-                yield request
-    guess = estimate.estimate(todo(), part.client.settings, task=part.task)
-    return dataclasses.replace(guess, cached=settled[0])
+    """The dry run and the budget (``cost.spend``); a stop saves every live task's generations and says where."""
+    spend.check_spend(parts, saved=functools.partial(recovery.keep_generations, cache_dir))
 
 
 def summarise_members(task: str, clients: Sequence[JudgeClient]) -> dict[str, Any]:

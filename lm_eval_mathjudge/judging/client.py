@@ -42,7 +42,7 @@ from ..calls.workers import run_bounded
 from ..calls.retry import MAX_DELAY, RetryPolicy, call_with_retries
 from ..core.errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MathJudgeError, MediaError, UnparseableReply
 from ..core.redact import redact
-from ..core.types import Backend, JudgeRequest, Outcome, Reply, clean_text
+from ..core.types import Backend, JudgeRequest, Outcome, Reply, clean_reply, clean_text
 from ..settings.schema import JudgeSettings, judge_label
 from . import preflight
 from .cache import ReplyCache, request_key
@@ -96,12 +96,6 @@ def preflight_once(backend: Backend, settings: JudgeSettings, cache: ReplyCache 
         _PREFLIGHTED.add(ident)
         preflight.remember(cache, ident)
     return True
-
-
-def clean_reply(reply: Reply) -> Reply:
-    """What may be stored and shown: valid Unicode, no credential the judge echoed."""
-    text = redact(clean_text(reply.text))
-    return reply if text == reply.text else Reply(text=text, usage=reply.usage, finish_reason=reply.finish_reason)
 
 
 def _tokens_used(reply: Reply) -> float | None:
@@ -159,7 +153,7 @@ class JudgeClient:
         self._settled: dict[str, JudgeCallError] = {}  # batch mode: keys whose sample ends without an online call
         self.stats = JudgeStats()
         if settings.mode == "batch":  # refuse a batch mode that cannot work before anything is generated
-            from ..batch.runner import check
+            from .batch import check
 
             check(backend, settings, cache)
 
@@ -199,9 +193,14 @@ class JudgeClient:
     def prefill(self, items: Sequence[tuple[str, JudgeRequest]]) -> None:
         """Batch mode: the provider's batch API fills the cache before the online pass."""
         if self.batch_mode:
-            from ..batch import prefill  # lazy: online runs never load the batch package
+            from .batch import prefill  # lazy: online runs never load the batch modules
 
-            self._settled.update(prefill(self, items).settled)
+            report = prefill(self._backend, self._cache, self._settings, items, label=self._judge_label,
+                             progress=self._progress)
+            with self._lock:
+                self.stats.batch.update(report.counts())
+                self.stats.batch_usage.update(report.usage)
+            self._settled.update(report.settled)
 
     def finish(self, outcomes: Iterable[Outcome]) -> None:
         """Count the failures of the unique requests judged (one per unique request), and the cache's."""

@@ -3,7 +3,7 @@
 A job is one ``batches.create`` call. Its requests are built by the online
 backend itself (``GeminiBackend``: text parts, media parts, generation config
 with the thinking budget), and its replies go through the online reply mapping
-(``gemini._reply``: blocked prompt, safety/recitation finish reasons, max tokens,
+(``gemini.reply_of``: blocked prompt, safety/recitation finish reasons, max tokens,
 empty reply, usage), so a batch verdict is the online verdict at batch price.
 
 Where the requests travel:
@@ -68,6 +68,10 @@ _DISPLAY = re.compile(r"^mathjudge (?P<tag>[a-z0-9]+) media=(?P<media>\d+) file=
 T = TypeVar("T")
 
 
+def create(backend: "gemini.GeminiBackend") -> "GeminiBatchProvider":
+    return GeminiBatchProvider(backend)
+
+
 class GeminiBatchProvider:
     """Gemini Batch Mode for one GeminiBackend (its client, model and settings)."""
 
@@ -75,14 +79,14 @@ class GeminiBatchProvider:
     limits = Limits(max_requests=MAX_REQUESTS, max_bytes=FILE_MAX_BYTES)
 
     def __init__(self, backend: "gemini.GeminiBackend"):
-        if backend._vertex:
+        if backend.on_vertex:
             raise BatchUnavailable(
                 "judge_mode=batch with a Gemini judge on Vertex AI is not supported: Vertex batch prediction "
                 "reads its requests from Cloud Storage or BigQuery. Use the Gemini Developer API "
                 "(GEMINI_API_KEY) for batch mode, or judge_mode=online")
         self._backend = backend
-        self._client = backend._client
-        self._settings = backend._settings
+        self._client = backend.sdk
+        self._settings = backend.settings
         self._keys: dict[str, list[str]] = {}  # job -> keys in request order (inline replies without metadata)
 
     # -- submit -----------------------------------------------------------------------
@@ -139,10 +143,10 @@ class GeminiBatchProvider:
 
     def _inlined(self, key: str, request: JudgeRequest, tag: str, uploaded: list[str]) -> types.InlinedRequest:
         backend = self._backend
-        media = [backend._media_part(m, uploaded, name=f"{NAME_PREFIX}{tag}-m{len(uploaded)}")
+        media = [backend.media_part(m, uploaded, name=f"{NAME_PREFIX}{tag}-m{len(uploaded)}")
                  for m in request.media]
-        contents = backend._contents(backend._text_parts(request) + media)
-        return types.InlinedRequest(contents=contents, config=backend._config(), metadata={"key": key})
+        contents = backend.contents(backend.text_parts(request) + media)
+        return types.InlinedRequest(contents=contents, config=backend.generation_config(), metadata={"key": key})
 
     def _upload_input(self, spool: Any, tag: str, uploaded: list[str]) -> str:
         name = f"files/{NAME_PREFIX}{tag}-in"
@@ -154,7 +158,7 @@ class GeminiBatchProvider:
     # -- status / results ---------------------------------------------------------------
     def status(self, job_id: str) -> JobStatus:
         job, stats, why = self._read(job_id)
-        raw = gemini._name(job.state) or "JOB_STATE_UNSPECIFIED"
+        raw = gemini.enum_name(job.state) or "JOB_STATE_UNSPECIFIED"
         state = _STATES.get(raw, RUNNING)
         message = ""
         if state in (FAILED, EXPIRED, CANCELLED):
@@ -219,7 +223,7 @@ class GeminiBatchProvider:
         if answer.response is None:
             return item_error(ITEM_FAILED, "the Gemini batch returned neither a response nor an error")
         try:
-            return gemini._reply(answer.response, self._settings)
+            return gemini.reply_of(answer.response, self._settings)
         except JudgeRefusal as exc:
             return exc
 
@@ -233,7 +237,7 @@ class GeminiBatchProvider:
             return
         for name in _uploads(job):
             self._delete_file(name)
-        if _STATES.get(gemini._name(job.state) or "") is not None:  # a running job is never deleted
+        if _STATES.get(gemini.enum_name(job.state) or "") is not None:  # a running job is never deleted
             try:
                 self._client.batches.delete(name=job_id)
             except Exception as exc:  # noqa: BLE001
@@ -241,7 +245,7 @@ class GeminiBatchProvider:
         self._keys.pop(job_id, None)
 
     def _delete_file(self, name: str) -> None:
-        self._backend._delete(name)
+        self._backend.delete_file(name)
 
     def _drop(self, uploaded: list[str]) -> None:
         for name in uploaded:
@@ -275,14 +279,14 @@ class GeminiBatchProvider:
         try:
             return call()
         except genai_errors.APIError as exc:
-            raise self._backend._status_error(exc) from None
+            raise self._backend.api_error(exc) from None
         except (ValueError, KeyError) as exc:  # a 200 whose body is not what the SDK expects
             raise TransientJudgeError(redact(f"malformed Gemini batch response: {exc}"[:500]),
                                       kind="bad_response") from None
         except JudgeCallError:
             raise
         except Exception as exc:  # noqa: BLE001 - transport errors, mapped in one place
-            raise self._backend._exchange_error(exc) from None
+            raise self._backend.exchange_error(exc) from None
 
 
 def _wire(client: Any, inlined: types.InlinedRequest) -> dict:

@@ -114,8 +114,6 @@ class GeminiBackend(LazyClient):
         self._vertex = False
         endpoint = sdk_endpoint(settings)
         self._endpoint = endpoint if endpoint is not None else self._connected_endpoint()
-        if settings.mode == "batch":  # a batch mode this backend cannot run is refused before any generation
-            self.batch_provider()
 
     def _connected_endpoint(self) -> str:
         api = getattr(self._client, "_api_client", None)
@@ -169,22 +167,22 @@ class GeminiBackend(LazyClient):
         uploaded: list[str] = []
         client = self._client  # before building the request: media parts depend on the API (Vertex or not)
         try:
-            contents = self._contents(self._text_parts(request)
-                                      + [self._media_part(m, uploaded) for m in request.media])
-            response = client.models.generate_content(model=s.model, contents=contents, config=self._config())
+            contents = self.contents(self.text_parts(request)
+                                      + [self.media_part(m, uploaded) for m in request.media])
+            response = client.models.generate_content(model=s.model, contents=contents, config=self.generation_config())
         except genai_errors.APIError as exc:
-            raise self._status_error(exc) from None
+            raise self.api_error(exc) from None
         except (ValueError, KeyError) as exc:  # a 200 whose body is not JSON / lacks the upload URL
             raise TransientJudgeError(redact(f"malformed judge response: {exc}"[:500]),
                                       kind="bad_response") from None
         except Exception as exc:  # noqa: BLE001 - transport errors, mapped in one place
-            raise self._exchange_error(exc) from None
+            raise self.exchange_error(exc) from None
         finally:
             for name in uploaded:
-                self._delete(name)
-        return _reply(response, s)
+                self.delete_file(name)
+        return reply_of(response, s)
 
-    def _text_parts(self, request: JudgeRequest) -> list[Any]:
+    def text_parts(self, request: JudgeRequest) -> list[Any]:
         """The text of the request; a failure here is this sample's, never a judge outage."""
         from google.genai import types
 
@@ -194,13 +192,13 @@ class GeminiBackend(LazyClient):
             return [types.Part.from_text(text=t) for t in texts]
 
     @staticmethod
-    def _contents(parts: list[Any]) -> list[Any]:
+    def contents(parts: list[Any]) -> list[Any]:
         from google.genai import types
 
         with building_request():
             return [types.Content(role="user", parts=parts)]
 
-    def _config(self) -> Any:
+    def generation_config(self) -> Any:
         from google.genai import types
 
         s = self._settings
@@ -209,7 +207,7 @@ class GeminiBackend(LazyClient):
             return types.GenerateContentConfig(temperature=s.temperature, max_output_tokens=s.max_tokens,
                                                thinking_config=thinking)
 
-    def _exchange_error(self, exc: Exception) -> Exception:
+    def exchange_error(self, exc: Exception) -> Exception:
         """Timeouts and transport errors of either httpx flavour, and Vertex credential errors."""
         from google.auth import exceptions as auth_errors
 
@@ -228,7 +226,7 @@ class GeminiBackend(LazyClient):
                                           "application default credentials)"), kind="auth")
         return exc  # not ours to classify (JudgeRefusal, MediaError, a bug): unchanged
 
-    def _status_error(self, exc: genai_errors.APIError) -> Exception:
+    def api_error(self, exc: genai_errors.APIError) -> Exception:
         code = exc.code if isinstance(exc.code, int) else 0
         headers = getattr(getattr(exc, "response", None), "headers", None)
         return status_error(code, str(exc.message or exc.details or ""), keys=KEYS, endpoint=self._endpoint,
@@ -271,15 +269,15 @@ class GeminiBackend(LazyClient):
             model_unknown = exc.status == "NOT_FOUND" or self._settings.model in text
             if exc.code == 405 or (exc.code == 404 and not model_unknown):
                 raise _NoRoute() from None
-            raise self._status_error(exc) from None
+            raise self.api_error(exc) from None
         except (ValueError, KeyError) as exc:  # a 200 that is not a Model: something answers, not Gemini
             raise TransientJudgeError(redact(f"malformed model lookup response: {exc}"[:500]),
                                       kind="bad_response") from None
         except Exception as exc:  # noqa: BLE001 - mapped in one place
-            raise self._exchange_error(exc) from None
+            raise self.exchange_error(exc) from None
 
     # -- media ----------------------------------------------------------------------
-    def _media_part(self, media: Media, uploaded: list[str], name: str | None = None) -> Any:
+    def media_part(self, media: Media, uploaded: list[str], name: str | None = None) -> Any:
         from google.genai import types
 
         if media.size <= INLINE_MAX_BYTES:
@@ -312,12 +310,12 @@ class GeminiBackend(LazyClient):
         except OSError as exc:
             raise MediaError(f"{media.source}: cannot read the media file: {exc}") from None
         except genai_errors.APIError as exc:  # classified like any judge call (a 501 is never retried)
-            raise _about(self._status_error(exc), f"the File API upload of {media.source}") from None
+            raise _about(self.api_error(exc), f"the File API upload of {media.source}") from None
         uploaded.append(file.name)
         wait = max(FILE_ACTIVE_TIMEOUT, self._settings.timeout)
         deadline = time.monotonic() + wait
         while True:
-            state = _name(file.state)
+            state = enum_name(file.state)
             if state == "ACTIVE":
                 return file.uri
             if state == "FAILED":
@@ -334,20 +332,23 @@ class GeminiBackend(LazyClient):
             try:
                 file = self._client.files.get(name=file.name)
             except genai_errors.APIError as exc:
-                raise _about(self._status_error(exc), f"the File API state of {media.source}") from None
+                raise _about(self.api_error(exc), f"the File API state of {media.source}") from None
 
-    def _delete(self, name: str) -> None:
+    def delete_file(self, name: str) -> None:
         try:
             self._client.files.delete(name=name)
         except Exception as exc:  # noqa: BLE001 - files expire on their own after 48 h
             log.debug("could not delete uploaded gemini file %s: %s", name, redact(str(exc)))
 
-    def batch_provider(self) -> Any:
-        """Gemini Batch Mode for this judge (``judge_mode=batch``); see ``batch/gemini_batch.py``."""
-        from .batch import GeminiBatchProvider
+    @property
+    def settings(self) -> JudgeSettings:
+        return self._settings
 
-        self.connect()  # the provider needs to know whether this is Vertex AI
-        return GeminiBatchProvider(self)
+    @property
+    def on_vertex(self) -> bool:
+        """Whether the client talks to Vertex AI (known once it is built: ``connect``)."""
+        self.connect()
+        return self._vertex
 
     def close(self) -> None:
         close = getattr(self._sdk_client, "close", None)  # never built: nothing to close
@@ -368,16 +369,16 @@ def _about(error: Exception, what: str) -> Exception:
 
 # -- replies --------------------------------------------------------------------------
 
-def _name(value: Any) -> str | None:
+def enum_name(value: Any) -> str | None:
     """An SDK enum (or a plain string for values the SDK does not know) as its name."""
     if value is None:
         return None
     return str(getattr(value, "value", value))
 
 
-def _reply(response: Any, settings: JudgeSettings) -> Reply:
+def reply_of(response: Any, settings: JudgeSettings) -> Reply:
     feedback = getattr(response, "prompt_feedback", None)
-    block = _name(getattr(feedback, "block_reason", None))
+    block = enum_name(getattr(feedback, "block_reason", None))
     if block:
         detail = getattr(feedback, "block_reason_message", None)
         raise JudgeRefusal(f"Gemini blocked the prompt ({block}{': ' + detail if detail else ''})",
@@ -386,7 +387,7 @@ def _reply(response: Any, settings: JudgeSettings) -> Reply:
     if not candidates:
         raise JudgeRefusal("Gemini returned no candidates", kind="no_candidates")
     candidate = candidates[0]
-    finish = _name(candidate.finish_reason)
+    finish = enum_name(candidate.finish_reason)
     if finish == "MAX_TOKENS":
         raise JudgeRefusal(
             f"Gemini stopped at max_output_tokens={settings.max_tokens} before finishing the verdict; "

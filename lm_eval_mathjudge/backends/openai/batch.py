@@ -30,7 +30,7 @@ from ...core.errors import JudgeCallError, MediaError, TransientJudgeError
 from ...core.redact import redact
 from ...core.types import JudgeRequest, Reply
 from .._http import status_error
-from .chat import KEYS, _reply
+from .chat import KEYS, reply_of
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,13 @@ _STATES = {"validating": RUNNING, "in_progress": RUNNING, "finalizing": RUNNING,
 _URLS = {"openai": "/v1/chat/completions", "azure": "/chat/completions"}
 
 
+def create(backend: Any) -> "OpenAIBatchProvider":
+    """The batch API of an ``OpenAIBackend``'s own client: the same request bodies, sent as one file."""
+    s = backend.settings
+    return OpenAIBatchProvider(backend.sdk, backend.request_body, backend.api_error, backend=s.backend,
+                               endpoint=backend.endpoint, max_retries=s.max_retries, timeout=s.timeout)
+
+
 class OpenAIBatchProvider:
     """Batch jobs on the judge's own client (same endpoint, key variable, timeout; SDK retries off)."""
 
@@ -51,7 +58,7 @@ class OpenAIBatchProvider:
 
     def __init__(self, client: Any, body: Callable[[JudgeRequest], dict], api_error: Callable[[Exception],
                  JudgeCallError], *, backend: str, endpoint: str, max_retries: int, timeout: float = 120.0):
-        self._client, self._body, self._api_error = client, body, api_error
+        self._client, self._body, self.api_error = client, body, api_error
         self.name = backend
         self._url = _URLS[backend]
         self._endpoint = endpoint
@@ -145,7 +152,7 @@ class OpenAIBatchProvider:
         try:
             return call()
         except openai.APIError as exc:
-            raise self._api_error(exc) from None
+            raise self.api_error(exc) from None
 
 
 def _item(row: dict) -> Reply | JudgeCallError:
@@ -155,7 +162,7 @@ def _item(row: dict) -> Reply | JudgeCallError:
     body = response.get("body")
     if status == 200 and isinstance(body, dict):
         try:
-            return _reply(ChatCompletion.model_validate(body))
+            return reply_of(ChatCompletion.model_validate(body))
         except JudgeCallError as exc:  # max_tokens, content filter (refusals), or no choices
             return exc
         except ValueError as exc:

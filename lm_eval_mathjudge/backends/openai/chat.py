@@ -114,7 +114,7 @@ class OpenAIChatBackend(LazyClient):
     def complete(self, request: JudgeRequest) -> Reply:
         import openai
 
-        params = self._params(request)
+        params = self.request_body(request)
         client = self._client
         try:
             raw = client.chat.completions.with_raw_response.create(**params)
@@ -129,9 +129,9 @@ class OpenAIChatBackend(LazyClient):
             response = raw.parse()
         except (openai.APIError, ValueError) as exc:  # a 200 whose body is not a completion (bad JSON)
             raise TransientJudgeError(redact(f"malformed judge response: {exc}"[:500]), kind="bad_response") from None
-        return _reply(response)
+        return reply_of(response)
 
-    def _params(self, request: JudgeRequest) -> dict[str, Any]:
+    def request_body(self, request: JudgeRequest) -> dict[str, Any]:
         """The request body; a failure here is this sample's, never a judge outage."""
         s = self._settings
         check_text(request)
@@ -224,15 +224,15 @@ class OpenAIChatBackend(LazyClient):
                                        kind="connection")
         return TransientJudgeError(redact(f"malformed judge response: {exc}"[:500]), kind="bad_response")
 
-    def batch_provider(self):
-        """This judge's batch API (judge_mode=batch): the same request bodies, sent as one file."""
-        from .batch import OpenAIBatchProvider
+    @property
+    def settings(self) -> JudgeSettings:
+        return self._settings
 
-        return OpenAIBatchProvider(self._client, self._params, self._api_error, backend=self._settings.backend,
-                                   endpoint=self._endpoint, max_retries=self._settings.max_retries,
-                                   timeout=self._settings.timeout)
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint
 
-    def _api_error(self, exc: openai.APIError) -> JudgeCallError:
+    def api_error(self, exc: openai.APIError) -> JudgeCallError:
         import openai
 
         return self._status_error(exc) if isinstance(exc, openai.APIStatusError) else self._exchange_error(exc)
@@ -257,7 +257,7 @@ def _about_model(exc: openai.APIStatusError, model: str) -> bool:
     return str(getattr(exc, "code", "") or "") == "model_not_found" or (model in message and "/models/" not in message)
 
 
-def _reply(response: Any) -> Reply:
+def reply_of(response: Any) -> Reply:
     # A 200 with a non-JSON body comes back from the SDK as a bare string.
     choices = getattr(response, "choices", None)
     if not choices or choices[0].message is None:

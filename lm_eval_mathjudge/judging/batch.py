@@ -1,6 +1,7 @@
 """Batch mode as a cache pre-fill, the same for every provider.
 
-``prefill(client, items)`` runs right after the client removed duplicate requests:
+``prefill(backend, cache, settings, items, ...)`` runs right after the client removed duplicate
+requests (``JudgeClient.prefill``, which adds the report to its stats):
 
     pending = items whose first ask is not cached
     resume every unfinished job (from the job table) that holds a pending key:
@@ -47,11 +48,10 @@ from ..calls import stop
 from ..calls.retry import RetryPolicy, call_with_retries
 from ..calls.workers import progress_bar
 from ..core.errors import ConfigError, FatalJudgeError, JudgeCallError, JudgeRefusal
-from ..core.types import Reply
-from ..harness import recovery
-from .base import (CANCELLED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, BatchPending, BatchProvider, BatchUnavailable,
+from ..core.types import Reply, clean_reply
+from ..batch.base import (CANCELLED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, BatchPending, BatchProvider, BatchUnavailable,
                    Item, JobStatus, chunks, item_error, scored_failure)
-from .jobs import JobStore
+from ..batch.jobs import JobStore
 
 log = logging.getLogger(__name__)
 
@@ -88,34 +88,29 @@ ONLINE_ONLY = ("local",)  # no API and no price: batch mode judges these the onl
 
 def check(backend: Any, settings: Any, cache: Any) -> None:
     """Refuse, before any generation, a batch mode that cannot work (called when the client is built)."""
+    from .. import backends
+
     if settings.backend in ONLINE_ONLY:
         return
     if cache is None:
         raise ConfigError("judge_mode=batch stores the batch's replies in the judge cache, and judge_cache is "
                           "false; set judge_cache=true (or judge_mode=online)")
-    if not hasattr(backend, "batch_provider"):
+    if not backends.has_batch(settings.backend):
         raise BatchUnavailable(f"judge_mode=batch: the {settings.backend} judge has no batch API here; use "
                                "judge_mode=online for it (batch mode works with the openai, azure and gemini judges)")
+    backends.batch_provider(backend, settings.backend)  # one that cannot be built (Gemini on Vertex AI) fails now
 
 
-def prefill(client: Any, items: Sequence[Item]) -> BatchReport:
-    """Pre-fill ``client``'s cache with batch replies for ``items``; record counts and usage in its stats."""
-    settings = client._settings
-    check(client._backend, settings, client._cache)
+def prefill(backend: Any, cache: Any, settings: Any, items: Sequence[Item], *, label: str,
+            progress: bool = True) -> BatchReport:
+    """Pre-fill ``cache`` with batch replies for ``items`` from ``backend``'s batch API; the report."""
+    from .. import backends
+
+    check(backend, settings, cache)
     if settings.backend in ONLINE_ONLY:  # e.g. the rule stage of a cascade: free, judged online
         return BatchReport()
-    run = BatchRun(client._backend.batch_provider(), client._cache, settings, label=client._judge_label,
-                   progress=client._progress, clean=_cleaner())
-    report = run.run(items)
-    client.stats.batch.update(report.counts())
-    client.stats.batch_usage.update(report.usage)
-    return report
-
-
-def _cleaner() -> Callable[[Reply], Reply]:
-    from ..judging.client import clean_reply  # the client's own rule for what may be stored and shown
-
-    return clean_reply
+    provider = backends.batch_provider(backend, settings.backend)
+    return BatchRun(provider, cache, settings, label=label, progress=progress, clean=clean_reply).run(items)
 
 
 class BatchRun:
@@ -348,9 +343,8 @@ class BatchRun:
 
     def _pending(self, statuses: dict[str, JobStatus], why: str) -> BatchPending:
         jobs = ", ".join(f"{job} ({s.raw_state or s.state}, {s.done}/{s.total} done)" for job, s in statuses.items())
-        saved = recovery.keep_generations(self.settings.resolved_cache_dir())
         return BatchPending(f"{why}. Batch job(s) at {self.provider.name}: {jobs}; their ids are kept in "
-                            f"{self.cache.path}. {saved}", job_ids=list(statuses))
+                            f"{self.cache.path}.", job_ids=list(statuses))
 
 
 __all__ = ["BatchReport", "BatchRun", "JobStore", "prefill"]

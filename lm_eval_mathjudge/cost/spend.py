@@ -1,0 +1,53 @@
+"""The dry run and the budget over a whole run: estimate every judge's part, then stop or refuse.
+
+A ``Part`` is what one judge of one task would be asked. The check runs before any judge call; the
+estimate counts only what the judge cache does not answer yet, rendering requests one at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+from ..core.types import JudgeRequest
+from . import budget, estimate
+
+
+@dataclass
+class Part:
+    """What one judge of one task would be asked: for the dry run and the budget."""
+    task: str
+    client: Any  # a judging.client.JudgeClient: its ``settings`` and ``settled(key)``
+    items: Callable[[], Iterator[tuple[str, JudgeRequest]]]  # unique (key, request), rendered lazily
+
+
+def check_spend(parts: Sequence[Part], saved: str | Callable[[], str] = "") -> None:
+    """Dry run: print the run's estimate and stop. Budget: refuse above it. Both before any judge call.
+
+    ``saved`` says where the generations were kept; a callable is only called when the run stops.
+    """
+    settings = [part.client.settings for part in parts]
+    dry = any(s.dry_run for s in settings)
+    if not dry and budget.budget_of(settings) is None:
+        return
+    estimates = [_estimate(part) for part in parts]
+    total = estimate.combine(estimates)
+    print(estimate.format_estimates(estimates), file=sys.stderr, flush=True)
+    if dry:
+        raise budget.dry_run_stop(total, settings, saved=saved)
+    budget.check_budget(total, settings, saved=saved)
+
+
+def _estimate(part: Part) -> estimate.Estimate:
+    settled = [0]
+
+    def todo() -> Iterator[JudgeRequest]:
+        for key, request in part.items():
+            if part.client.settled(key):
+                settled[0] += 1
+            else:
+                yield request
+    guess = estimate.estimate(todo(), part.client.settings, task=part.task)
+    return dataclasses.replace(guess, cached=settled[0])
