@@ -118,6 +118,7 @@ PROCESS_STATE = (
     ("lm_eval_mathjudge.harness.recovery", "_FINISHED"),
     ("lm_eval_mathjudge.harness.recovery", "_RANK"),
     ("lm_eval_mathjudge.harness.run", "_PENDING"),  # judged tasks waiting for the run's judging pass
+    ("lm_eval_mathjudge.judging.cache", "_OPEN"),  # this process's open caches (their leases are live)
     ("lm_eval_mathjudge.judging.client", "_PREFLIGHTED"),  # judges checked in this process
 )
 

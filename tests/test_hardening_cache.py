@@ -137,6 +137,14 @@ def test_leases_let_one_owner_pay_and_take_over_from_dead_or_expired_owners(tmp_
         host = db.execute("SELECT host FROM leases LIMIT 1").fetchone()[0]
         db.execute("INSERT OR REPLACE INTO leases VALUES ('k3', 'ghost', ?, ?, ?)", (host, int(dead), time.time() + 999))
     assert a.claim("k3", ttl=30)
+
+    with sqlite3.connect(a.path) as db:  # a lease of this process's earlier cache, closed on a full disk, say
+        db.execute("INSERT OR REPLACE INTO leases VALUES ('k4', ?, ?, ?, ?)",
+                   (f"{host}:{os.getpid()}:closed00", host, os.getpid(), time.time() + 999))
+    started = time.monotonic()
+    assert b.wait_for("k4", limit=30) is None and time.monotonic() - started < 5  # nobody left to finish it
+    assert b.claim("k4", ttl=30)
+    assert a.claim("k5", ttl=30) and not b.claim("k5", ttl=30)  # an open cache of this process is waited for
     a.close()
     b.close()
 

@@ -85,6 +85,9 @@ def request_key(payload: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+_OPEN: set[str] = set()  # the lease owners of this process's open caches
+
+
 class ReplyCache:
     def __init__(self, directory: str):
         private_dir(directory)
@@ -92,6 +95,7 @@ class ReplyCache:
         self.path = os.path.join(directory, FILE_NAME)
         self._lock = threading.Lock()
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        _OPEN.add(self._owner)
         self.failures: Counter = Counter()  # what the disk refused, by kind: reply, lease, note, read, open
         self._unstored: dict[str, Reply] = {}  # replies paid for in this process that the disk refused
         self._frozen: BaseException | None = None  # why the file is only read (a disk with no room to open it)
@@ -318,6 +322,7 @@ class ReplyCache:
             return self._db.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
 
     def close(self) -> None:
+        _OPEN.discard(self._owner)
         with self._lock:
             try:
                 self._db.execute("DELETE FROM leases WHERE owner = ?", (self._owner,))
@@ -345,10 +350,12 @@ def _check_integrity(db: sqlite3.Connection) -> None:
 
 
 def _lease_live(row: tuple, now: float) -> bool:
-    _, host, pid, expires = row
+    owner, host, pid, expires = row
     if expires <= now:
         return False
     if host == socket.gethostname():  # same machine: a dead owner cannot finish
+        if int(pid) == os.getpid():  # this process: only a cache still open here can finish
+            return owner in _OPEN    # (one closed on a full disk, say, left its lease behind)
         return _pid_alive(int(pid))
     return True
 
