@@ -109,7 +109,7 @@ import os
 
 from openai import OpenAI
 
-from lm_eval_mathjudge import data
+from lm_eval_mathjudge.core import docs as data
 from lm_eval_mathjudge.settings.models import DEFAULT_EXACT_MATCH_MODEL
 from lm_eval_mathjudge.core.judges import EXACT_MATCH
 from lm_eval_mathjudge.core.errors import UnparseableReply

@@ -190,7 +190,7 @@ HUGE = {
 
 _TIME_HUGE = """
 import json, sys, time
-from lm_eval_mathjudge import parsing
+from lm_eval_mathjudge.core import parsing
 parser = getattr(parsing, sys.argv[1])
 times = {}
 for name, unit in json.loads(sys.stdin.read()).items():
@@ -265,7 +265,8 @@ def test_a_well_formed_exact_match_reply_round_trips(correct, analysis, preamble
 def test_a_well_formed_vlm_reply_round_trips(values, order, explanation, preamble, label_style, value_style,
                                             eol, wrap, spelling):
     names = ["INTERMEDIATE_CORRECT", "FINAL_CORRECT", "ACTION_REFLECTION"]
-    lines = [p for p in preamble if not p.lstrip().startswith(">")]
+    # A preamble line that names a field ("EXPLANATION-", "EXPLANATION[") is a field line, not a preamble.
+    lines = [p for p in preamble if not p.lstrip().startswith(">") and "explanation" not in p.lower()]
     lines += [label_style.format(label=spelling(names[i]), value=value_style.format(v=values[i])) for i in order]
     lines.append(label_style.format(label=spelling("EXPLANATION"), value=" ".join(explanation)))
     verdict = parse_vlm(wrap.format(eol.join(lines)))
