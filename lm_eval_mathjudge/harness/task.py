@@ -30,6 +30,7 @@ from collections import Counter
 from typing import Any
 
 from .. import backends, compat, generators
+from ..backends import endpoints
 from ..calls import stop
 from ..compat import TaskBase
 from ..core import docs as data, flags, prompts
@@ -455,7 +456,7 @@ class JudgedTask(TaskBase):
     def _provenance(self) -> dict[str, Any]:
         record = {"name": self._judge.name, **self._settings.public(),
                   "base_url": public_url(self._settings.base_url) if self._settings.base_url else None,
-                  "endpoint": backends.effective_endpoint(self._settings),
+                  "endpoint": endpoints.recorded_endpoint(self._settings),
                   "cache_dir": self._settings.resolved_cache_dir() if self._settings.cache else None,
                   "prompt_version": prompts.load(self._judge.template).version, **self._run_provenance()}
         return {**record, "pipeline": pipeline_label(record)}
@@ -464,7 +465,7 @@ class JudgedTask(TaskBase):
         """A panel's members (or a cascade's stages), with their full settings."""
         def public(s: JudgeSettings) -> dict[str, Any]:
             return {**s.public(), "base_url": public_url(s.base_url) if s.base_url else None,
-                    "endpoint": backends.effective_endpoint(s)}
+                    "endpoint": endpoints.recorded_endpoint(s)}
         if self._options.panel:
             return {"panel": {"rule": self._options.panel_rule, "min": self._options.quorum,
                               "members": [public(s) for s in self._members]}}
