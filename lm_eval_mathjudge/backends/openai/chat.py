@@ -31,6 +31,7 @@ from ...core.errors import (FatalJudgeError, JudgeCallError, JudgeRefusal, Media
                             UnsendableRequest)
 from ...core.redact import public_url, redact
 from ...core.types import JudgeRequest, Media, Reply
+from ...settings import credentials
 from ...settings.models import is_reasoning_model
 from ...settings.schema import JudgeSettings
 from .. import endpoints
@@ -42,7 +43,6 @@ if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
 
 log = logging.getLogger(__name__)
 
-KEYS = "the API key variable (OPENAI_API_KEY; AZURE_OPENAI_API_KEY for azure)"
 PREFLIGHT_TIMEOUT = 30.0  # seconds per preflight attempt (at most the judge timeout)
 PREFLIGHT_RETRIES = 2  # transient preflight failures retried (at most judge max_retries)
 
@@ -179,7 +179,8 @@ class OpenAIChatBackend(LazyClient):
             "the key and judge_model; judge_preflight=false skips this check", kind="preflight", status=exc.status)
 
     def _status_error(self, exc: openai.APIStatusError) -> JudgeCallError:
-        return status_error(exc.status_code, server_message(exc), keys=KEYS, endpoint=self._endpoint,
+        return status_error(exc.status_code, server_message(exc), keys=credentials.SERVICES[self._settings.backend].rejected,
+                            endpoint=self._endpoint,
                             headers=exc.response.headers, code=getattr(exc, "code", None))
 
     def _exchange_error(self, exc: openai.APIError) -> JudgeCallError:
