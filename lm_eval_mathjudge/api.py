@@ -41,6 +41,12 @@ class Answer:
     gold: str
     reference: str | None = None
 
+    def __post_init__(self):
+        for name in ("question", "response", "gold", "reference"):
+            value = getattr(self, name)
+            if not isinstance(value, str) and not (name == "reference" and value is None):
+                raise ConfigError(f"Answer.{name} must be text, not {type(value).__name__} {value!r:.40}")
+
     def doc(self) -> dict[str, str]:
         """The fields a task's doc carries (``core.docs``), from which the judge's request is built."""
         reference = self.reference or f"The final answer is {self.gold}. {docs.NO_SOLUTION}"
@@ -103,6 +109,11 @@ def judge_answers(answers: Sequence[Answer], *, judge: str = "exact_match",
     """
     chosen = _judge(judge)
     resolved = _settings(chosen.name, settings)
+    strays = [type(a).__name__ for a in answers if not isinstance(a, Answer)]
+    if strays:
+        raise ConfigError(f"judge_answers takes Answer(question, response, gold, reference) items, not {strays[0]}")
+    if not answers:
+        return []
     roots = tuple(str(d) for d in media_dirs)
     built = [_request(chosen, answer, roots) for answer in answers]
     client = factory.open_client(chosen, resolved, progress=progress)

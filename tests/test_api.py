@@ -18,8 +18,9 @@ import pytest
 import lm_eval_mathjudge
 from lm_eval_mathjudge import Answer, JudgeSettings, Judgement, judge_answer, judge_answers
 from lm_eval_mathjudge.core.errors import ConfigError, FatalJudgeError
+from tests._helpers import isolate_gemini_sdk
 from tests.conftest import REPO
-from tests.loopback import ChatCompletionsServer
+from tests.loopback import ChatCompletionsServer, GeminiServer
 
 CANARY = "sk-canary-api-0123456789abcdef"
 MODEL = "gpt-4-turbo-2024-04-09"
@@ -102,11 +103,40 @@ def test_an_unreachable_judge_is_a_transport_failure_not_a_verdict(server, tmp_p
     assert judge_answers(ANSWERS[:1], settings=openai_settings(server, tmp_path))[0].correct is True  # a rerun
 
 
+VLM_RIGHT = ("INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nACTION_REFLECTION: 0\n"
+             "EXPLANATION: The steps match the reference: 9 eggs are left and 9 * 2 = 18.")
+VLM_WRONG = ("INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 0\nACTION_REFLECTION: 0\n"
+             "EXPLANATION: The student subtracted only the breakfast eggs, so 16 is wrong.")
+
+
+def test_the_vlm_judge_on_gemini_through_the_real_google_genai_sdk(monkeypatch, tmp_path):
+    isolate_gemini_sdk(monkeypatch, "AIza-canary-api-0123456789abcdef")
+    for name in [n for n in os.environ if n.startswith("MATHJUDGE_")]:
+        monkeypatch.delenv(name)
+
+    def grade(body):
+        text = body["contents"][0]["parts"][-1].get("text", "")
+        return VLM_RIGHT if "boxed{18}" in text else VLM_WRONG
+
+    with GeminiServer(responder=grade) as server:
+        settings = {"backend": "gemini", "base_url": server.url, "cache_dir": str(tmp_path), "max_retries": 0}
+        right, wrong = judge_answers(ANSWERS[:2], judge="vlm", settings=settings)
+    assert (right.correct, wrong.correct) == (True, False)
+    assert wrong.scores == {"final_correct": 0.0, "intermediate_correct": 1.0, "action_reflection": 0.0,
+                            "judge_failed": 0.0}
+    assert right.judge == "gemini:gemini-2.5-pro" and right.verdict.final_correct == 1
+
+
 def test_settings_that_cannot_work_are_refused_before_any_call(server, tmp_path):
     with pytest.raises(ConfigError, match="unknown judge 'gpt4'"):
         judge_answer(QUESTION, RIGHT, "18", judge="gpt4")
     with pytest.raises(ConfigError, match="vlm judge cannot run on the local backend"):
         judge_answer(QUESTION, RIGHT, "18", judge="vlm", settings={"backend": "local"})
+    with pytest.raises(ConfigError, match="takes Answer"):
+        judge_answers([{"question": QUESTION, "response": RIGHT, "gold": "18"}], settings={"backend": "local"})
+    with pytest.raises(ConfigError, match="Answer.gold must be text, not int"):
+        Answer(QUESTION, RIGHT, 18)
+    assert judge_answers([], settings=openai_settings(server, tmp_path)) == []
     with pytest.raises(ConfigError, match="unknown judge setting 'modle'"):
         judge_answer(QUESTION, RIGHT, "18", settings={"backend": "openai", "modle": "gpt-4o"})
     with pytest.raises(ConfigError, match="credentials are never read") as refused:
