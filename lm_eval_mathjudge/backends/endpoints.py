@@ -11,7 +11,8 @@ second, and a rerun answered from the cache never needs them.
   azure: the endpoint given, else AZURE_OPENAI_ENDPOINT, plus ``/openai``.
 * gemini: Vertex AI when the SDK's switch says so (``on_vertex``:
   GOOGLE_GENAI_USE_ENTERPRISE, else the older GOOGLE_GENAI_USE_VERTEXAI; only
-  "true"/"1", any case, switch it on), named ``vertex:<project>/<location>``;
+  "true"/"1", any case, switch it on), named ``vertex:<project>/<location>``
+  (``... at <URL>`` when a base URL on a Google host replaces the regional one);
   else the Developer API at the base URL given, GOOGLE_GEMINI_BASE_URL, or
   generativelanguage.googleapis.com.
 """
@@ -61,9 +62,13 @@ def recorded_endpoint(settings: JudgeSettings, environ: Mapping[str, str] | None
     if known is not None or settings.backend not in ("openai", "azure", "gemini"):
         return known
     if settings.backend == "gemini" and on_vertex(environ):
+        project, location = environ.get("GOOGLE_CLOUD_PROJECT"), environ.get("GOOGLE_CLOUD_LOCATION")
         custom = settings.base_url or environ.get("GOOGLE_GEMINI_BASE_URL")
-        return public_url(custom) if custom else _vertex_name(environ.get("GOOGLE_CLOUD_PROJECT"),
-                                                              environ.get("GOOGLE_CLOUD_LOCATION"))
+        if not custom:
+            return _vertex_name(project, location)
+        # The SDK keeps project and location for a Google host (a regional endpoint), else sends to the bare URL.
+        google_host = custom.endswith(".googleapis.com") and project and location
+        return f"{_vertex_name(project, location)} at {public_url(custom)}" if google_host else public_url(custom)
     url = settings.base_url or environ.get("AZURE_OPENAI_ENDPOINT" if settings.backend == "azure" else "OPENAI_BASE_URL")
     return public_url(url) if url else None
 
@@ -73,7 +78,9 @@ def gemini_client_endpoint(api_client: Any, base_url: str | None) -> str:
     if getattr(api_client, "vertexai", False):
         project, location = getattr(api_client, "project", None), getattr(api_client, "location", None)
         if project or location:
-            return _vertex_name(project, location)
+            custom = getattr(api_client, "custom_base_url", None)  # another host, same project and location
+            return f"{_vertex_name(project, location)} at {public_url(custom)}" if custom else \
+                _vertex_name(project, location)
     base = getattr(getattr(api_client, "_http_options", None), "base_url", None) or base_url or GEMINI_DEFAULT
     return public_url(str(base))
 
