@@ -44,7 +44,7 @@ from _common import (REPO, GSM8K_TEST, add_common_arguments, base_env, check_com
                      gold_of, judge_run_stats, last_line_has, machine, metric_of, now, read_jsonl, read_results,
                      read_samples, run_replay)
 from lm_eval_mathjudge.core import docs as data
-from lm_eval_mathjudge.backends.gemini.online import FILE_POLL_SECONDS, INLINE_MAX_BYTES
+from lm_eval_mathjudge.backends.gemini.files import FILE_POLL_SECONDS, INLINE_MAX_BYTES
 from tests import media_fixtures
 from tests.loopback import GeminiServer
 

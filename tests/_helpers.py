@@ -136,11 +136,11 @@ def isolate_gemini_sdk(monkeypatch, key: str) -> None:
     import functools
 
     from lm_eval_mathjudge.judging import client as client_module
-    from lm_eval_mathjudge.backends.gemini import online as gemini
+    from lm_eval_mathjudge.backends.gemini import files as gemini_files
     from lm_eval_mathjudge.calls.retry import RetryPolicy
 
     monkeypatch.setenv("GEMINI_API_KEY", key)
     for name in GEMINI_SDK_ENV:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(client_module, "RetryPolicy", functools.partial(RetryPolicy, base_delay=0.01))
-    monkeypatch.setattr(gemini, "FILE_POLL_SECONDS", 0.01)
+    monkeypatch.setattr(gemini_files, "FILE_POLL_SECONDS", 0.01)

@@ -16,7 +16,7 @@ import json
 import pytest
 
 from lm_eval_mathjudge.backends import batch_provider
-from lm_eval_mathjudge.backends.gemini import online as gemini
+from lm_eval_mathjudge.backends.gemini import files as gemini_files
 from lm_eval_mathjudge.backends.gemini.online import GeminiBackend
 from lm_eval_mathjudge.batch import base
 from lm_eval_mathjudge.backends.gemini import batch as gemini_batch
@@ -249,7 +249,7 @@ def test_jobs_that_end_without_replies(server, backend, source, end, state):
 
 def test_cleanup_deletes_every_upload_and_the_job_even_from_another_process(server, source, tmp_path, monkeypatch):
     """A rerun after a crash knows only the job id: the job's display name leads to its files."""
-    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)  # this video goes through the File API, as online
+    monkeypatch.setattr(gemini_files, "INLINE_MAX_BYTES", 1000)  # this video goes through the File API, as online
     video = media_file(tmp_path, "clip.mp4", b"\x00\x00\x00\x18ftypmp42" + b"\x17" * 5000, "video/mp4")
     first, later = GeminiBackend(settings(server)), GeminiBackend(settings(server))
     try:

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from lm_eval_mathjudge.backends.endpoints import sdk_endpoint
 from lm_eval_mathjudge.judging import preflight
 from lm_eval_mathjudge.backends.gemini.online import GeminiBackend
-from lm_eval_mathjudge.backends.gemini.online import sdk_endpoint as gemini_endpoint
 from lm_eval_mathjudge.backends.openai.chat import OpenAIChatBackend
-from lm_eval_mathjudge.backends.openai.chat import sdk_endpoint as openai_endpoint
 from lm_eval_mathjudge.judging.cache import ReplyCache
 from lm_eval_mathjudge.judging.client import JudgeClient, preflight_once
 from lm_eval_mathjudge.settings.schema import JudgeSettings
@@ -246,7 +245,7 @@ def test_the_openai_endpoint_without_the_sdk_is_the_sdks(backend, base_url, envi
     settings = JudgeSettings(backend=backend, model="gpt-4o", base_url=base_url)
     kwargs = {"azure_endpoint" if backend == "azure" else "base_url": base_url} if base_url else {}
     sdk = (openai.AzureOpenAI if backend == "azure" else openai.OpenAI)(**kwargs)
-    assert openai_endpoint(settings) == public_url(str(sdk.base_url))
+    assert sdk_endpoint(settings) == public_url(str(sdk.base_url))
     assert OpenAIChatBackend(settings).identity()["endpoint"] == public_url(str(sdk.base_url))
 
 
@@ -255,7 +254,7 @@ def test_an_azure_client_that_cannot_exist_still_fails_when_the_backend_is_built
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", CANARY_KEY)
     monkeypatch.setenv("OPENAI_API_VERSION", "2024-10-21")
     settings = JudgeSettings(backend="azure", model="my-deployment")
-    assert openai_endpoint(settings) is None  # the SDK decides, at once
+    assert sdk_endpoint(settings) is None  # the SDK decides, at once
     with pytest.raises(FatalJudgeError, match="cannot build the azure client.*AZURE_OPENAI_ENDPOINT"):
         OpenAIChatBackend(settings)
 
@@ -285,9 +284,9 @@ def test_the_gemini_endpoint_without_the_sdk_is_the_sdks(base_url, environ, monk
     eager = GeminiBackend(settings)
     eager.connect()
     try:
-        built = eager._resolve_endpoint(eager._client._api_client)  # what the SDK client says
+        built = eager.client_endpoint()  # what the SDK client says
         assert lazy.identity()["endpoint"] == built
-        assert gemini_endpoint(settings) in (built, None)
+        assert sdk_endpoint(settings) in (built, None)
     finally:
         lazy.close()
         eager.close()
@@ -301,7 +300,7 @@ def test_the_gemini_endpoint_without_the_sdk_is_the_sdks(base_url, environ, monk
 ])
 def test_vertex_cases_only_the_sdk_can_resolve_are_left_to_it(base_url, environ):
     settings = JudgeSettings(backend="gemini", model="gemini-2.5-pro", base_url=base_url)
-    assert gemini_endpoint(settings, environ) is None  # so the backend builds its client at once
+    assert sdk_endpoint(settings, environ) is None  # so the backend builds its client at once
 
 
 # ------------------------------------------------------------------------------ the preflight memory

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from lm_eval_mathjudge.backends.gemini import online as gemini
+from lm_eval_mathjudge.backends.gemini import files as gemini_files
 from lm_eval_mathjudge.backends.gemini.online import GeminiBackend
 from lm_eval_mathjudge.judging.cache import ReplyCache
 from lm_eval_mathjudge.judging.client import JudgeClient
@@ -177,7 +177,7 @@ def test_small_video_goes_inline(server, tmp_path):
 
 
 def test_large_video_goes_through_the_file_api(server, tmp_path, monkeypatch):
-    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)
+    monkeypatch.setattr(gemini_files, "INLINE_MAX_BYTES", 1000)
     server.processing_polls = 2
     data = media_fixtures.mp4(4096)
     _, [outcome], _ = judge(server, [media_request(media_file(tmp_path, "answer.mp4", data, "video/mp4"))])
@@ -196,7 +196,7 @@ def test_large_video_goes_through_the_file_api(server, tmp_path, monkeypatch):
 
 
 def test_uploaded_file_is_deleted_even_when_the_judge_refuses(server, tmp_path, monkeypatch):
-    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)
+    monkeypatch.setattr(gemini_files, "INLINE_MAX_BYTES", 1000)
     server.responder = lambda body: {"finish_reason": "SAFETY"}
     _, [outcome], _ = judge(server, [media_request(media_file(tmp_path, "a.webm", media_fixtures.webm(2048),
                                                               "video/webm"))])
@@ -214,7 +214,7 @@ class FailingFiles(GeminiServer):
 
 
 def test_failed_file_processing_is_a_judge_failure(tmp_path, monkeypatch):
-    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)
+    monkeypatch.setattr(gemini_files, "INLINE_MAX_BYTES", 1000)
     media = media_file(tmp_path, "broken.mov", media_fixtures.mov(4096), "video/quicktime")
     with FailingFiles(responder=judge_like_gemini) as srv:
         client, [outcome], _ = judge(srv, [media_request(media)])
@@ -225,8 +225,8 @@ def test_failed_file_processing_is_a_judge_failure(tmp_path, monkeypatch):
 
 
 def test_file_stuck_processing_fails_that_sample_without_uploading_again(server, tmp_path, monkeypatch):
-    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)
-    monkeypatch.setattr(gemini, "FILE_ACTIVE_TIMEOUT", 0.05)
+    monkeypatch.setattr(gemini_files, "INLINE_MAX_BYTES", 1000)
+    monkeypatch.setattr(gemini_files, "FILE_ACTIVE_TIMEOUT", 0.05)
     server.processing_polls = 10_000
     media = media_file(tmp_path, "slow.mp4", media_fixtures.mp4(4096), "video/mp4")
     client, outcomes, _ = judge(server, [media_request(media), text_request()], max_retries=6, timeout=0.2)
@@ -238,8 +238,8 @@ def test_file_stuck_processing_fails_that_sample_without_uploading_again(server,
 
 
 def test_file_processing_waits_at_least_the_judge_timeout(server, tmp_path, monkeypatch):
-    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)
-    monkeypatch.setattr(gemini, "FILE_ACTIVE_TIMEOUT", 0.01)
+    monkeypatch.setattr(gemini_files, "INLINE_MAX_BYTES", 1000)
+    monkeypatch.setattr(gemini_files, "FILE_ACTIVE_TIMEOUT", 0.01)
     server.processing_polls = 20  # about 0.2 s of polls at 0.01 s
     media = media_file(tmp_path, "slow.mp4", media_fixtures.mp4(4096), "video/mp4")
     _, [outcome], _ = judge(server, [media_request(media)], timeout=5.0)
@@ -247,7 +247,7 @@ def test_file_processing_waits_at_least_the_judge_timeout(server, tmp_path, monk
 
 
 def test_same_video_at_two_paths_is_judged_once(server, tmp_path, monkeypatch):
-    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)
+    monkeypatch.setattr(gemini_files, "INLINE_MAX_BYTES", 1000)
     data = media_fixtures.mp4(4096)
     first = media_file(tmp_path, "run1.mp4", data, "video/mp4")
     second = media_file(tmp_path, "run2.mp4", data, "video/mp4")

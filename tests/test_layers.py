@@ -16,6 +16,8 @@ from tests.conftest import REPO
 PACKAGE = "lm_eval_mathjudge"
 # Top to bottom. A room is a sub-package or a top-level module; one room may import only rooms below it.
 LAYERS = (
+    "__init__",  # the public API: it may import every room, and no room imports it
+    "api",
     "__main__",
     "reports",
     "harness",
@@ -30,7 +32,6 @@ LAYERS = (
     "settings",
     "compat",
     "core",
-    "__init__",
 )
 SDKS = ("openai", "google.genai", "google.auth", "google.api_core")
 SDK_ROOMS = ("backends", "generators")
@@ -100,7 +101,7 @@ def test_imports_only_point_down_the_layers():
     for module, edges in _graph().items():
         for target, line in edges:
             here, there = _room(module), _room(target)
-            if there != here and order[there] < order[here] and there != "__init__":
+            if there != here and order[there] < order[here]:
                 upward.append(f"{module}:{line} imports {target} ({here} is below {there})")
     assert not upward, "imports against the layer order:\n" + "\n".join(sorted(upward))
 
@@ -139,6 +140,8 @@ def test_only_backends_and_generators_import_a_vendor_sdk():
 def test_the_check_sees_function_level_and_relative_imports():
     """The checks above would pass vacuously if lazy or relative imports were missed."""
     _MODULE_NAMES.update(_modules())
-    source = "from ..core import types\n\ndef f():\n    from . import cache\n    import lm_eval_mathjudge.calls.retry\n"
+    source = ("from ..core import types\n\ndef f():\n    from . import cache\n    import lm_eval_mathjudge.calls.retry\n"
+              "    from .. import __version__\n")
     found = {t for t, _ in _imports(f"{PACKAGE}.judging.client", Path("client.py"), source)}
     assert {f"{PACKAGE}.core.types", f"{PACKAGE}.judging.cache", f"{PACKAGE}.calls.retry"} <= found
+    assert PACKAGE in found  # the package root (the public API, at the top) is a room like any other

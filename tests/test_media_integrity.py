@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from lm_eval_mathjudge.backends.gemini import online as gemini
+from lm_eval_mathjudge.backends.gemini import files as gemini_files
 from lm_eval_mathjudge.backends._http import status_error
 from lm_eval_mathjudge.backends.gemini.online import GeminiBackend
 from lm_eval_mathjudge.judging.client import JudgeClient
@@ -125,7 +125,7 @@ def _vlm_request(path) -> JudgeRequest:
 
 def test_a_501_from_the_file_api_is_asked_once_and_stops_the_run(sdk_env, tmp_path, monkeypatch):
     """Before: retried 6 times over 28 s. A proxy without the File API answers 501 every time."""
-    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 1000)
+    monkeypatch.setattr(gemini_files, "INLINE_MAX_BYTES", 1000)
     video = tmp_path / "answer.mp4"
     video.write_bytes(fx.mp4(4096))
     with GeminiServer(lambda body: REPLY) as server:
@@ -168,7 +168,7 @@ def test_openai_judge_does_not_retry_a_501(monkeypatch):
 
 def test_a_truncated_png_is_never_uploaded_nor_sent(sdk_env, tmp_path, monkeypatch):
     """Through the VLM judge's own request builder: large enough for the File API, cut short, never sent."""
-    monkeypatch.setattr(gemini, "INLINE_MAX_BYTES", 100)
+    monkeypatch.setattr(gemini_files, "INLINE_MAX_BYTES", 100)
     good, cut, tiny = tmp_path / "good.png", tmp_path / "cut.png", tmp_path / "tiny.png"
     good.write_bytes(fx.png(64, 64, (10, 200, 30)))
     big = fx.png(256, 256)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from lm_eval_mathjudge.core import stats
 from lm_eval_mathjudge.judging import cascade, panel
 from lm_eval_mathjudge.judging.client import JudgeStats
 from lm_eval_mathjudge.settings.layers import resolve_run_options, resolve_settings
@@ -69,22 +70,22 @@ def test_kappas_match_hand_computed_and_reference_values():
     # Two raters, 10 items: 4 yes/yes, 2 yes/no, 1 no/yes, 3 no/no. po = .7, pe = .6*.5 + .4*.5 = .5.
     a = [1] * 6 + [0] * 4
     b = [1, 1, 1, 1, 0, 0, 1, 0, 0, 0]
-    assert panel.cohen_kappa(list(zip(a, b))) == pytest.approx(0.4)
+    assert stats.cohen_kappa(list(zip(a, b))).kappa == pytest.approx(0.4)
     sklearn = pytest.importorskip("sklearn.metrics")
-    assert panel.cohen_kappa(list(zip(a, b))) == pytest.approx(sklearn.cohen_kappa_score(a, b))
+    assert stats.cohen_kappa(list(zip(a, b))).kappa == pytest.approx(sklearn.cohen_kappa_score(a, b))
     # Fleiss' kappa, 3 raters x 4 items, by hand: P_i = 1, 1/3, 1/3, 1 -> Pbar = 2/3;
     # 6 of 12 votes are yes -> Pe = .5; kappa = (2/3 - .5) / .5 = 1/3.
-    assert panel.fleiss_kappa([[1, 1, 1], [1, 1, 0], [0, 0, 1], [0, 0, 0]]) == pytest.approx(1 / 3)
+    assert stats.fleiss_kappa([[1, 1, 1], [1, 1, 0], [0, 0, 1], [0, 0, 0]]) == pytest.approx(1 / 3)
     # 3 raters x 3 items: P_i = 1, 1/3, 1 -> Pbar = 7/9; 5 of 9 yes -> Pe = 41/81; kappa = (63-41)/(81-41) = .55
-    assert panel.fleiss_kappa([[1, 1, 1], [1, 1, 0], [0, 0, 0]]) == pytest.approx(0.55)
-    assert panel.fleiss_kappa([[1, 1], [1, 1]]) is None  # chance agreement 1: undefined, not 1.0
-    assert panel.cohen_kappa([]) is None
+    assert stats.fleiss_kappa([[1, 1, 1], [1, 1, 0], [0, 0, 0]]) == pytest.approx(0.55)
+    assert stats.fleiss_kappa([[1, 1], [1, 1]]) is None  # chance agreement 1: undefined, not 1.0
+    assert stats.cohen_kappa([]).kappa is None
 
 
 def test_fleiss_kappa_with_two_raters_is_close_to_scotts_pi():
     pairs = [(1, 1), (1, 0), (0, 0), (0, 0), (1, 1), (0, 1)]
     # Scott's pi: po = 4/6; pooled p(1) = 6/12 -> pe = .5; pi = (2/3 - .5)/.5 = 1/3. Fleiss with 2 raters = Scott's pi.
-    assert panel.fleiss_kappa([list(p) for p in pairs]) == pytest.approx(1 / 3)
+    assert stats.fleiss_kappa([list(p) for p in pairs]) == pytest.approx(1 / 3)
 
 
 def test_agreement_report_skips_missing_votes():

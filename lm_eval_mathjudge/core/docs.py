@@ -12,6 +12,10 @@ With ``MATHJUDGE_DATA_DIR=DIR`` a task reads ``DIR/<name>/test.jsonl``
 instead of the Hugging Face hub (the layout of the project's shared data);
 ``local_source`` describes that file (path, content hash, rows) for the
 results. When the hub cannot be reached, ``hub_failure`` says what to do.
+
+``QUESTION_KEYS`` is the one list of names a question goes by (ours first, then
+the data sets' own), read by ``question_of`` wherever a doc or a record is
+matched by its question: generators, replay, rejudge, reports.
 """
 
 from __future__ import annotations
@@ -29,6 +33,20 @@ DATA_DIR_ENV = "MATHJUDGE_DATA_DIR"
 LOCAL_FILE = "test.jsonl"
 CALCULATOR = re.compile(r"<<[^<>]*>>")  # GSM8K's "<<48/2=24>>" annotations
 NO_SOLUTION = "(No worked solution is available.)"  # ends the reference of a data set without solutions
+QUESTION_KEYS = ("mj_question", "question", "problem", "Question", "Problem")
+
+
+def question_of(doc: dict[str, Any]) -> str | None:
+    """The question text of a doc or record, under the first of ``QUESTION_KEYS`` that holds text."""
+    for key in QUESTION_KEYS:
+        if isinstance(doc.get(key), str):
+            return doc[key]
+    return None
+
+
+def question_texts(doc: dict[str, Any]) -> set[str]:
+    """Every question text a doc carries (a record may match any of them)."""
+    return {doc[key] for key in QUESTION_KEYS if isinstance(doc.get(key), str)}
 
 
 def local_data_dir() -> str | None:

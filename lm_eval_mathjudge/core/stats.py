@@ -11,6 +11,7 @@ them against SciPy where it is installed).
 * ``paired_bootstrap``: percentile interval of the mean paired difference, resampling
   docs with replacement under a fixed seed.
 * ``cohen_kappa``: chance-corrected agreement of two raters on the same items.
+* ``fleiss_kappa``: the same for any number of raters (a judge panel's members).
 """
 
 from __future__ import annotations
@@ -102,3 +103,19 @@ def cohen_kappa(pairs: Sequence[tuple[Hashable, Hashable]]) -> Agreement:
     expected = sum(left[c] * right[c] for c in left) / (n * n)
     kappa = None if expected == 1 else (observed - expected) / (1 - expected)
     return Agreement(n, observed, kappa, dict(confusion))
+
+
+def fleiss_kappa(rows: Sequence[Sequence[Hashable]]) -> float | None:
+    """Rows: one per item, each the votes of the same raters (at least two); None when undefined."""
+    if not rows or len(rows[0]) < 2:
+        return None
+    raters = len(rows[0])
+    totals: Counter = Counter()
+    per_item = []
+    for row in rows:
+        counts = Counter(row)
+        totals.update(counts)
+        per_item.append((sum(c * c for c in counts.values()) - raters) / (raters * (raters - 1)))
+    observed = sum(per_item) / len(rows)
+    chance = sum((c / (len(rows) * raters)) ** 2 for c in totals.values())
+    return None if chance == 1 else (observed - chance) / (1 - chance)

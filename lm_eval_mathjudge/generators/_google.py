@@ -28,7 +28,8 @@ from google import genai
 from google.auth import exceptions as auth_errors
 from google.genai import errors as genai_errors, types
 
-from ..backends.gemini.online import _BAD_URL, _TIMEOUTS, _TRANSPORT, _retry_after
+from ..backends import endpoints
+from ..backends.gemini.errors import http_exceptions, retry_after
 from ..calls.retry import transient_status
 from ..core.errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
 from ..core.redact import redact
@@ -60,12 +61,8 @@ def bare_model(model: str) -> str:
 
 
 def vertex_from_env() -> bool:
-    """The SDK's own switch (GOOGLE_GENAI_USE_ENTERPRISE wins over GOOGLE_GENAI_USE_VERTEXAI, as in the SDK)."""
-    for name in ("GOOGLE_GENAI_USE_ENTERPRISE", "GOOGLE_GENAI_USE_VERTEXAI"):
-        value = os.environ.get(name)
-        if value is not None:
-            return value.strip().lower() in ("true", "1")
-    return False
+    """The SDK's own switch to Vertex AI, read by the one endpoint rule."""
+    return endpoints.on_vertex()
 
 
 def parse_vertex(value: Any) -> bool | None:
@@ -127,16 +124,17 @@ def _project(vertex: bool) -> dict[str, str]:
 
 def call(fn: Callable[[], T], what: str) -> T:
     """Run one SDK call; map every failure to the project's error tree."""
+    timeouts, transport, bad_url = http_exceptions()
     try:
         return fn()
     except genai_errors.APIError as exc:
         raise status_error(exc, what) from None
-    except _TIMEOUTS:
+    except timeouts:
         raise TransientJudgeError(f"{what} timed out", kind="timeout") from None
-    except _BAD_URL as exc:
+    except bad_url as exc:
         raise FatalJudgeError(redact(f"{what}: bad endpoint: {exc} (check GOOGLE_GEMINI_BASE_URL / "
                                      "GOOGLE_VERTEX_BASE_URL)"), kind="config") from None
-    except (*_TRANSPORT, *_REQUESTS_TRANSPORT, auth_errors.TransportError) as exc:
+    except (*transport, *_REQUESTS_TRANSPORT, auth_errors.TransportError) as exc:
         # A body cut short ends here too (RemoteProtocolError): retried, nothing half-read is kept.
         raise TransientJudgeError(redact(f"{what}: connection failed: {type(exc).__name__}: {exc}"),
                                   kind="connection") from None
@@ -154,7 +152,7 @@ def status_error(exc: genai_errors.APIError, what: str) -> Exception:
     message = redact(f"{what}: HTTP {code} {exc.status or ''}".rstrip() + f": {text}")
     if transient_status(code) or code < 400:
         kind = "rate_limited" if code == 429 else f"http_{code}"
-        return TransientJudgeError(message, kind=kind, status=code or None, retry_after=_retry_after(exc))
+        return TransientJudgeError(message, kind=kind, status=code or None, retry_after=retry_after(exc))
     if code == 400 and policy_words(text):
         # Vertex answers some prompts it will not draw with a 400 naming its usage guidelines.
         return GenerationFailure(message, kind="content_policy")

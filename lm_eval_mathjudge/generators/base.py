@@ -80,6 +80,7 @@ from ..calls import stop
 from ..calls.limits import backend_limits
 from ..calls.workers import run_bounded
 from ..calls.retry import RetryPolicy, call_with_retries
+from ..core.docs import question_of
 from ..core.errors import (ConfigError, FatalJudgeError, GenerationFailure, GenerationRunError, JudgeCallError,
                            TransientJudgeError)
 from ..core.media import media_problem, sniff
@@ -95,7 +96,6 @@ __all__ = ["GeneratedMedia", "Generator", "GeneratorLM", "GeneratorSettings", "J
 log = logging.getLogger(__name__)
 
 KINDS = ("image", "video")
-_QUESTION_KEYS = ("mj_question", "question", "problem")
 
 
 @dataclass(frozen=True)
@@ -318,8 +318,5 @@ class GeneratorLM(LM):
 
 
 def _question(request) -> str:
-    doc = request.doc or {}
-    for name in _QUESTION_KEYS:
-        if isinstance(doc.get(name), str):
-            return doc[name]
-    return request.args[0]  # not one of our tasks: the task's own prompt
+    question = question_of(request.doc or {})
+    return request.args[0] if question is None else question  # not one of our tasks: the task's own prompt

@@ -22,7 +22,7 @@ from typing import Any
 
 from google.genai import types
 
-from ..backends.gemini.online import enum_name
+from ..backends.gemini.replies import enum_name
 from ..core.errors import ConfigError, GenerationFailure
 from ..core.redact import redact
 from ..settings import credentials

@@ -21,13 +21,13 @@ from typing import Any
 
 from lm_eval.api.model import LM
 
+from ..core.docs import question_of
 from ..core.errors import ConfigError
 from ..core.media import inside as _inside
 from . import failure_marker, record_provenance
 
 ADAPTER = "mathjudge-media"
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".mp4", ".webm", ".mov")
-_QUESTION_KEYS = ("mj_question", "question", "problem")
 _IGNORED_ARGS = ("batch_size", "max_batch_size", "device")
 
 
@@ -106,7 +106,7 @@ class PregeneratedMediaLM(LM):
         return real, "found"
 
     def _manifest_entry(self, request) -> str | None:
-        question = _question(request.doc or {})
+        question = question_of(request.doc or {})
         if question is not None:
             key = _norm(question)
             hit = self._by_question.get((request.task_name, key)) or self._by_question.get((None, key))
@@ -128,13 +128,6 @@ def _json(line: str, path: str, number: int) -> dict:
     if not isinstance(row, dict):
         raise ConfigError(f"{path}:{number}: expected a JSON object")
     return row
-
-
-def _question(doc: dict) -> str | None:
-    for name in _QUESTION_KEYS:
-        if isinstance(doc.get(name), str):
-            return doc[name]
-    return None
 
 
 def _norm(text: str) -> str:

@@ -36,6 +36,7 @@ from typing import Any, Iterable
 from .. import compat
 from .._startup import REPLAY_MODEL
 from ..calls import stop
+from ..core.docs import question_of
 from ..core.files import describe_disk_problem, disk_problem, private_dir, write_atomic
 from ..core.redact import redact
 
@@ -162,8 +163,6 @@ def save_generations(cache_dir: str, rows: Iterable[tuple]) -> str:
 
     The file is named by its content: the same rows saved again find their file and write nothing.
     """
-    from .replay import question_of
-
     text = "".join(json.dumps({"task": task, "doc_id": doc_id, "question": question_of(doc), "response": response,
                                **({"media_dirs": list(more[0])} if more and more[0] else {})},
                               ensure_ascii=True, default=str) + "\n" for task, doc_id, doc, response, *more in rows)

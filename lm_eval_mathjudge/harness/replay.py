@@ -37,10 +37,10 @@ from lm_eval.api.model import LM
 
 from .. import compat
 from .._startup import REPLAY_MODEL
+from ..core.docs import QUESTION_KEYS, question_of
 from ..core.errors import ConfigError
 from ..generators import record_provenance
 
-_QUESTION_KEYS = ("question", "problem", "Question", "Problem", "mj_question")
 _SHAPES = ('one JSON object per line: {"question": "...", "response": "..."}, {"doc_id": 0, "response": "..."} '
            "(optionally with \"task\"), or the lines of an lm_eval samples_<task>_*.jsonl file")
 
@@ -215,7 +215,7 @@ def _response_of(row: dict) -> str | None:
 
 def _question_field(row: dict, where: str) -> str | None:
     """A plain record's question text; a question field that is present but not text is an error."""
-    for key in _QUESTION_KEYS:
+    for key in QUESTION_KEYS:
         value = row.get(key)
         if isinstance(value, str):
             return value
@@ -232,14 +232,6 @@ def _json_type(value: Any) -> str:
 def _short(text: str, limit: int = 60) -> str:
     text = _norm(text)
     return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def question_of(doc: dict) -> str | None:
-    """The question text of a doc or record, under any of the data sets' key names."""
-    for key in _QUESTION_KEYS:
-        if isinstance(doc.get(key), str):
-            return doc[key]
-    return None
 
 
 def _norm(text: str) -> str:

@@ -25,23 +25,22 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import sqlite3
 from collections import Counter
 from typing import Any
 
-from .. import backends, compat, generators
+from .. import compat, generators
+from ..backends import endpoints
 from ..calls import stop
 from ..compat import TaskBase
 from ..core import docs as data, flags, prompts
 from ..core.errors import ConfigError, JudgeRunError, MediaError
 from ..core.judges import JUDGE_FAILED, JUDGES, Judge
 from ..core.media import refused as media_refused
-from ..core.redact import install_log_filter, public_url, redact
+from ..core.redact import public_url, redact
 from ..core.types import JudgeRequest, Outcome, clean_text
 from ..cost import budget, prices
-from ..judging import cascade
-from ..judging.cache import ReplyCache
-from ..judging.client import JudgeClient, outcome_from_error, preflight_once
+from ..judging import cascade, factory
+from ..judging.client import JudgeClient, outcome_from_error
 from ..judging.panel import Panel
 from ..settings.layers import resolve_run_options, resolve_settings
 from ..settings.schema import JudgeSettings, RunOptions, judge_label, pipeline_label
@@ -270,24 +269,7 @@ class JudgedTask(TaskBase):
         return clients[0][1], members
 
     def _open_client(self, settings: JudgeSettings) -> JudgeClient:
-        backends.check_credentials(settings, self._judge.name)
-        backend = backends.build(settings, self._judge.name)
-        install_log_filter()  # after the backend's module exists: its logger is scrubbed too
-        cache = None
-        try:
-            cache = ReplyCache(settings.resolved_cache_dir()) if settings.cache else None
-            # One free call (endpoint, key and model answer), unless the cache remembers a recent pass.
-            preflight_once(backend, settings, cache)
-        except (OSError, sqlite3.Error) as exc:
-            backend.close()
-            raise ConfigError(f"cannot open the judge cache in {settings.resolved_cache_dir()} ({exc}); "
-                              "set MATHJUDGE_CACHE_DIR to a writable folder, or judge_cache=false") from None
-        except BaseException:
-            backend.close()
-            if cache is not None:
-                cache.close()
-            raise
-        return JudgeClient(backend, self._judge.parse, settings, prompts.load(self._judge.template).version, cache)
+        return factory.open_client(self._judge, settings)
 
     def _close_judge(self) -> None:
         self._members_open = []
@@ -455,7 +437,7 @@ class JudgedTask(TaskBase):
     def _provenance(self) -> dict[str, Any]:
         record = {"name": self._judge.name, **self._settings.public(),
                   "base_url": public_url(self._settings.base_url) if self._settings.base_url else None,
-                  "endpoint": backends.effective_endpoint(self._settings),
+                  "endpoint": endpoints.recorded_endpoint(self._settings),
                   "cache_dir": self._settings.resolved_cache_dir() if self._settings.cache else None,
                   "prompt_version": prompts.load(self._judge.template).version, **self._run_provenance()}
         return {**record, "pipeline": pipeline_label(record)}
@@ -464,7 +446,7 @@ class JudgedTask(TaskBase):
         """A panel's members (or a cascade's stages), with their full settings."""
         def public(s: JudgeSettings) -> dict[str, Any]:
             return {**s.public(), "base_url": public_url(s.base_url) if s.base_url else None,
-                    "endpoint": backends.effective_endpoint(s)}
+                    "endpoint": endpoints.recorded_endpoint(s)}
         if self._options.panel:
             return {"panel": {"rule": self._options.panel_rule, "min": self._options.quorum,
                               "members": [public(s) for s in self._members]}}

@@ -27,6 +27,7 @@ import logging
 from collections import Counter
 from typing import Any, Callable, Sequence
 
+from ..core import stats
 from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome
 
@@ -157,38 +158,12 @@ def agreement(labels: Sequence[str], columns: Sequence[Sequence[Any | None]]) ->
             both = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
             pairs.append({"a": la, "b": lb, "n": len(both),
                           "agreement": sum(x == y for x, y in both) / len(both) if both else None,
-                          "kappa": cohen_kappa(both)})
+                          "kappa": stats.cohen_kappa(both).kappa})
         full = [list(row) for row in zip(*votes) if all(x is not None for x in row)]
         report[name] = {"pairs": pairs, "mean_pairwise_agreement": _mean(p["agreement"] for p in pairs),
                         "mean_pairwise_kappa": _mean(p["kappa"] for p in pairs),
-                        "fleiss_n": len(full), "fleiss_kappa": fleiss_kappa(full)}
+                        "fleiss_n": len(full), "fleiss_kappa": stats.fleiss_kappa(full)}
     return report
-
-
-def cohen_kappa(pairs: Sequence[tuple[Any, Any]]) -> float | None:
-    if not pairs:
-        return None
-    n = len(pairs)
-    observed = sum(a == b for a, b in pairs) / n
-    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
-    chance = sum(first[k] * second[k] for k in first) / (n * n)
-    return None if chance == 1 else (observed - chance) / (1 - chance)
-
-
-def fleiss_kappa(rows: Sequence[Sequence[Any]]) -> float | None:
-    """Rows: one per sample, each the votes of the same raters (at least two)."""
-    if not rows or len(rows[0]) < 2:
-        return None
-    raters = len(rows[0])
-    totals: Counter = Counter()
-    per_sample = []
-    for row in rows:
-        counts = Counter(row)
-        totals.update(counts)
-        per_sample.append((sum(c * c for c in counts.values()) - raters) / (raters * (raters - 1)))
-    observed = sum(per_sample) / len(rows)
-    chance = sum((c / (len(rows) * raters)) ** 2 for c in totals.values())
-    return None if chance == 1 else (observed - chance) / (1 - chance)
 
 
 def _mean(values) -> float | None:

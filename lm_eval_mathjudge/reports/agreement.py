@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import stats
-from .runs import ReportError, Run, Sample, by_key, metric_label, primary_metric, question_hash, question_of, read_jsonl
+from ..core.docs import question_of
+from .runs import ReportError, Run, Sample, by_key, metric_label, primary_metric, question_hash, read_jsonl
 
 _TRUE = {"1", "true", "correct", "yes", "y", "right"}
 _FALSE = {"0", "false", "incorrect", "no", "n", "wrong"}

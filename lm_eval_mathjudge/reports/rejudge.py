@@ -25,6 +25,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
+from ..core.docs import question_of, question_texts
 from .runs import ReportError, Sample, load_samples, model_name
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,6 @@ FAMILIES = ("gpt4em", "vlmjudge")
 _BUILTIN = (("gsm8k", ("gsm8k",)), ("minerva_math", ("math500",)), ("hendrycks_math", ("math500",)),
             ("math500", ("math500",)), ("aime24", ("aime24",)), ("aime25", ("aime25",)),
             ("aime", ("aime24", "aime25")), ("omni", ("omnimath",)))
-_QUESTION_FIELDS = ("mj_question", "question", "problem", "Question", "Problem")
 _SAMPLES_NAME = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>\d{4}-\d{2}-\d{2}T[\d.\-]+)\.jsonl$")
 
 
@@ -104,10 +104,9 @@ def targets_for(task: str, chosen: list[str] | None) -> list[str]:
 
 def plan(sources: list[Source], docs: dict[str, list[dict]], chosen: list[str] | None) -> Plan:
     """Match every source sample to a doc of a target task by question text."""
-    from ..harness.replay import question_of as replay_question  # the text replay matches requests by
 
     result = Plan(sources[0].model)
-    index = {t: {_norm(text): i for i, doc in enumerate(d) for text in _texts(doc)} for t, d in docs.items()}
+    index = {t: {_norm(text): i for i, doc in enumerate(d) for text in question_texts(doc)} for t, d in docs.items()}
     for source in sources:
         targets = targets_for(source.task, chosen)
         for sample in source.samples:
@@ -120,14 +119,10 @@ def plan(sources: list[Source], docs: dict[str, list[dict]], chosen: list[str] |
             if i in result.indices.setdefault(target, []):
                 continue  # the same doc in two sources: the first wins
             result.indices[target].append(i)
-            result.records.append({"task": target, "doc_id": i, "question": replay_question(docs[target][i]),
+            result.records.append({"task": target, "doc_id": i, "question": question_of(docs[target][i]),
                                    "response": sample.response, "source": f"{source.task}:{sample.doc_id}",
                                    **({"media_dirs": list(source.media_dirs)} if source.media_dirs else {})})
     return result
-
-
-def _texts(doc: dict) -> set[str]:
-    return {doc[k] for k in _QUESTION_FIELDS if isinstance(doc.get(k), str)}
 
 
 def _norm(text: str | None) -> str:

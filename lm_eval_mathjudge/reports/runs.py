@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from ..core.docs import question_of
 from ..core.errors import ConfigError
 from ..core.redact import redact
 from ..settings.schema import pipeline_label
@@ -28,7 +29,6 @@ from ..settings.schema import pipeline_label
 # The headline score of each judge, first found leads the table (a cascade's has its own name).
 PRIMARY_METRICS = ("gpt4_exact_match", "cascade_exact_match", "final_correct")
 NO_JUDGE = "lm-eval metric (no judge)"
-_QUESTION_KEYS = ("mj_question", "question", "problem", "Question", "Problem")
 _NAME_KEYS = ("peft", "delta", "pretrained", "model", "path", "engine")  # lm-eval's own order
 _STAMP = re.compile(r"results_(.+)\.json$")
 
@@ -95,13 +95,6 @@ def judge_id(result: TaskResult) -> str:
 def question_hash(question: str | None) -> str:
     text = " ".join((question or "").split())
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
-
-
-def question_of(doc: dict[str, Any]) -> str | None:
-    for key in _QUESTION_KEYS:
-        if isinstance(doc.get(key), str):
-            return doc[key]
-    return None
 
 
 def metric_label(key: str) -> str:

@@ -1,9 +1,10 @@
 """Gemini Batch Mode (Gemini Developer API) behind the batch runner's provider contract.
 
-A job is one ``batches.create`` call. Its requests are built by the online
-backend itself (``GeminiBackend``: text parts, media parts, generation config
-with the thinking budget), and its replies go through the online reply mapping
-(``gemini.reply_of``: blocked prompt, safety/recitation finish reasons, max tokens,
+A job is one ``batches.create`` call. Its requests are built as the online
+calls build theirs (``requests``: text parts, generation config with the thinking
+budget; media parts through the online backend), and its replies go through the
+online reply mapping
+(``replies.reply_of``: blocked prompt, safety/recitation finish reasons, max tokens,
 empty reply, usage), so a batch verdict is the online verdict at batch price.
 
 Where the requests travel:
@@ -46,7 +47,9 @@ from ...calls.retry import RetryPolicy, call_with_retries
 from ...core.errors import JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError
 from ...core.redact import redact
 from ...core.types import JudgeRequest
-from . import online as gemini
+from . import requests
+from .online import GeminiBackend
+from .replies import enum_name, reply_of
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +71,7 @@ _DISPLAY = re.compile(r"^mathjudge (?P<tag>[a-z0-9]+) media=(?P<media>\d+) file=
 T = TypeVar("T")
 
 
-def create(backend: "gemini.GeminiBackend") -> "GeminiBatchProvider":
+def create(backend: GeminiBackend) -> "GeminiBatchProvider":
     return GeminiBatchProvider(backend)
 
 
@@ -78,7 +81,7 @@ class GeminiBatchProvider:
     name = "gemini"
     limits = Limits(max_requests=MAX_REQUESTS, max_bytes=FILE_MAX_BYTES)
 
-    def __init__(self, backend: "gemini.GeminiBackend"):
+    def __init__(self, backend: GeminiBackend):
         if backend.on_vertex:
             raise BatchUnavailable(
                 "judge_mode=batch with a Gemini judge on Vertex AI is not supported: Vertex batch prediction "
@@ -145,8 +148,9 @@ class GeminiBatchProvider:
         backend = self._backend
         media = [backend.media_part(m, uploaded, name=f"{NAME_PREFIX}{tag}-m{len(uploaded)}")
                  for m in request.media]
-        contents = backend.contents(backend.text_parts(request) + media)
-        return types.InlinedRequest(contents=contents, config=backend.generation_config(), metadata={"key": key})
+        contents = requests.contents(requests.text_parts(request) + media)
+        return types.InlinedRequest(contents=contents, config=requests.generation_config(backend.settings),
+                                    metadata={"key": key})
 
     def _upload_input(self, spool: Any, tag: str, uploaded: list[str]) -> str:
         name = f"files/{NAME_PREFIX}{tag}-in"
@@ -158,7 +162,7 @@ class GeminiBatchProvider:
     # -- status / results ---------------------------------------------------------------
     def status(self, job_id: str) -> JobStatus:
         job, stats, why = self._read(job_id)
-        raw = gemini.enum_name(job.state) or "JOB_STATE_UNSPECIFIED"
+        raw = enum_name(job.state) or "JOB_STATE_UNSPECIFIED"
         state = _STATES.get(raw, RUNNING)
         message = ""
         if state in (FAILED, EXPIRED, CANCELLED):
@@ -223,7 +227,7 @@ class GeminiBatchProvider:
         if answer.response is None:
             return item_error(ITEM_FAILED, "the Gemini batch returned neither a response nor an error")
         try:
-            return gemini.reply_of(answer.response, self._settings)
+            return reply_of(answer.response, self._settings)
         except JudgeRefusal as exc:
             return exc
 
@@ -237,7 +241,7 @@ class GeminiBatchProvider:
             return
         for name in _uploads(job):
             self._delete_file(name)
-        if _STATES.get(gemini.enum_name(job.state) or "") is not None:  # a running job is never deleted
+        if _STATES.get(enum_name(job.state) or "") is not None:  # a running job is never deleted
             try:
                 self._client.batches.delete(name=job_id)
             except Exception as exc:  # noqa: BLE001

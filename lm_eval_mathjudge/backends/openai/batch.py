@@ -29,8 +29,9 @@ from ...calls.retry import RetryPolicy, call_with_retries
 from ...core.errors import JudgeCallError, MediaError, TransientJudgeError
 from ...core.redact import redact
 from ...core.types import JudgeRequest, Reply
+from ...settings import credentials
 from .._http import status_error
-from .chat import KEYS, reply_of
+from .chat import reply_of
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class OpenAIBatchProvider:
         except (ValueError, KeyError, TypeError):
             raise TransientJudgeError(f"malformed line in a batch result file: {line[:200]!r}",
                                       kind="bad_response") from None
-        return key, _item(row)
+        return key, _item(row, self.name)
 
     def _download(self, file_id: str) -> str:
         return self._sdk(lambda: self._client.files.content(file_id, timeout=max(self._timeout,
@@ -155,7 +156,7 @@ class OpenAIBatchProvider:
             raise self.api_error(exc) from None
 
 
-def _item(row: dict) -> Reply | JudgeCallError:
+def _item(row: dict, service: str) -> Reply | JudgeCallError:
     """One result line: a reply, or this item's error (the same types an online call raises)."""
     response, error = row.get("response") or {}, row.get("error") or {}
     status = response.get("status_code")
@@ -171,7 +172,7 @@ def _item(row: dict) -> Reply | JudgeCallError:
         detail = body.get("error", body) if isinstance(body, dict) else body
         message = detail.get("message") if isinstance(detail, dict) else detail
         code = detail.get("code") if isinstance(detail, dict) else None
-        return status_error(status, str(message or ""), keys=KEYS, code=code)
+        return status_error(status, str(message or ""), keys=credentials.SERVICES[service].rejected, code=code)
     code = str(error.get("code") or "error")
     kind = ITEM_EXPIRED if code == "batch_expired" else ITEM_FAILED
     return item_error(kind, redact(f"batch item not answered ({code}): {error.get('message') or 'no message'}"[:500]))

@@ -17,23 +17,24 @@ The SDK is imported, and its client built, on the first real request (a call
 or the preflight): a rerun answered entirely from the judge cache never pays
 the ~0.5 s the ``openai`` package takes to import. The endpoint that names the
 judge in cache keys is resolved without it, exactly as the SDK resolves it
-(``sdk_endpoint``); where that cannot be done, the client is built at once.
+(``endpoints.sdk_endpoint``); where that cannot be done, the client is built at once.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
-import os
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ...calls.retry import RetryPolicy, call_with_retries
 from ...core.errors import (FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError,
                             UnsendableRequest)
 from ...core.redact import public_url, redact
 from ...core.types import JudgeRequest, Media, Reply
+from ...settings import credentials
 from ...settings.models import is_reasoning_model
 from ...settings.schema import JudgeSettings
+from .. import endpoints
 from .._http import building_request, check_text, status_error
 from .._lazy import LazyClient
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
 
 log = logging.getLogger(__name__)
 
-KEYS = "the API key variable (OPENAI_API_KEY; AZURE_OPENAI_API_KEY for azure)"
 PREFLIGHT_TIMEOUT = 30.0  # seconds per preflight attempt (at most the judge timeout)
 PREFLIGHT_RETRIES = 2  # transient preflight failures retried (at most judge max_retries)
 
@@ -50,41 +50,10 @@ def create(settings: JudgeSettings, judge: str) -> "OpenAIChatBackend":
     return OpenAIChatBackend(settings)
 
 
-def sdk_endpoint(settings: JudgeSettings, environ: Mapping[str, str] | None = None) -> str | None:
-    """The endpoint the SDK client will use, as ``public_url(str(client.base_url))``, without the SDK.
-
-    The SDK's rule: the base URL given, else OPENAI_BASE_URL, else api.openai.com;
-    Azure: the endpoint given, else AZURE_OPENAI_ENDPOINT, plus ``/openai``; both
-    normalised by the SDK's URL type (httpx2, which lm-eval's hub client has
-    already imported). None when the SDK must decide (no Azure endpoint: it raises).
-    """
-    environ = os.environ if environ is None else environ
-    if settings.backend == "azure":
-        endpoint = settings.base_url or environ.get("AZURE_OPENAI_ENDPOINT")
-        if endpoint is None:
-            return None
-        url = f"{endpoint.rstrip('/')}/openai"
-    else:
-        url = settings.base_url or environ.get("OPENAI_BASE_URL")
-        url = "https://api.openai.com/v1" if url is None else url
-    try:
-        import httpx2  # the URL type of openai >= 3; imported by huggingface_hub in every lm-eval run
-    except ImportError:
-        return None
-    try:
-        parsed = httpx2.URL(url)
-        path, separator, query = parsed.raw_path.partition(b"?")
-        if not path.endswith(b"/"):  # the SDK's trailing slash; copy_with also drops a default port
-            parsed = parsed.copy_with(raw_path=path + b"/" + separator + query)
-        return public_url(str(parsed))
-    except Exception:  # noqa: BLE001 - a URL the SDK would refuse: let the SDK say so, now
-        return None
-
-
 class OpenAIChatBackend(LazyClient):
     def __init__(self, settings: JudgeSettings):
         self._settings = settings
-        endpoint = sdk_endpoint(settings)
+        endpoint = endpoints.sdk_endpoint(settings)
         self._endpoint = public_url(str(self._client.base_url)) if endpoint is None else endpoint
 
     def _build_client(self) -> Any:
@@ -210,7 +179,8 @@ class OpenAIChatBackend(LazyClient):
             "the key and judge_model; judge_preflight=false skips this check", kind="preflight", status=exc.status)
 
     def _status_error(self, exc: openai.APIStatusError) -> JudgeCallError:
-        return status_error(exc.status_code, server_message(exc), keys=KEYS, endpoint=self._endpoint,
+        return status_error(exc.status_code, server_message(exc), keys=credentials.SERVICES[self._settings.backend].rejected,
+                            endpoint=self._endpoint,
                             headers=exc.response.headers, code=getattr(exc, "code", None))
 
     def _exchange_error(self, exc: openai.APIError) -> JudgeCallError:
