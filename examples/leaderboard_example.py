@@ -1,43 +1,62 @@
-"""Make the README's example leaderboard (docs/leaderboard_example.*) from the example data, offline.
+"""The example leaderboard, from the shipped data, offline, into a folder you name.
 
-Three replayed "models" (the real GPT-3 175B + verifier GSM8K solutions and two
-variants with some final answers changed; see tests/reports_fixtures.py, which the
-test suite uses too) are judged by the real lm_eval CLI with the local judge, then
-`mathjudge leaderboard` and `mathjudge diff` run on them.
+Three replayed "models" (the real GPT-3 175B + verifier GSM8K solutions and two variants
+with some final answers changed; tests/reports_fixtures.py makes the same ones for the
+test suite) are judged by the real lm_eval CLI with the local judge, then `mathjudge
+leaderboard` and `mathjudge diff` run on them. Nothing is written outside OUT.
 
-    MJ_TEST_DATA=examples/data python examples/leaderboard_example.py   # from the repository root
+    python examples/leaderboard_example.py OUT                 # OUT/replays, OUT/runs, OUT/board, OUT/diff.md
+    python examples/leaderboard_example.py OUT --replays-only  # only the three replay files, OUT/replays/*.jsonl
+
+Run it from the repository root (it reads examples/data).
 """
 
 from __future__ import annotations
 
-import shutil
+import argparse
+import json
+import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.reports_fixtures import MODELS, ThreeRuns  # noqa: E402  -- the same runs the tests check
+from tests.reports_fixtures import MODELS, variants  # noqa: E402  -- the same variants the tests check
 
 
-def main() -> int:
-    docs = REPO / "docs"
-    docs.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        runs = ThreeRuns(Path(tmp))
-        runs.make(builtin=False)
-        board = Path(tmp) / "board"
-        mathjudge = str(Path(sys.executable).with_name("mathjudge"))
-        subprocess.run([mathjudge, "leaderboard", *(str(runs.run_dir(m)) for m in MODELS), "--out", str(board)],
-                       check=True, stdout=subprocess.DEVNULL)
-        for suffix in ("md", "csv", "svg", "png"):
-            shutil.copy(board / f"leaderboard.{suffix}", docs / f"leaderboard_example.{suffix}")
-        diff = subprocess.run([mathjudge, "diff", str(runs.run_dir("gpt3-fixed")), str(runs.run_dir("gpt3-verifier"))],
-                              check=True, capture_output=True, text=True).stdout
-        (docs / "diff_example.md").write_text(diff)
-    print(f"written {docs}/leaderboard_example.{{md,csv,svg,png}} and {docs}/diff_example.md")
+def write_replays(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, rows in variants().items():
+        with open(folder / f"{name}.jsonl", "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, help="folder to write into (created if missing)")
+    parser.add_argument("--replays-only", action="store_true", help="write only OUT/replays/*.jsonl")
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    write_replays(out / "replays")
+    if args.replays_only:
+        print(f"written {len(MODELS)} replay files in {args.out / 'replays'}")
+        return 0
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "MATHJUDGE_DATA_DIR": str(REPO / "examples" / "data"), "HF_HUB_OFFLINE": "1"}
+    for name in MODELS:  # relative paths from the replay folder: lm-eval names each model after its file
+        subprocess.run([str(bin_dir / "lm_eval"), "--model", "mathjudge-replay", "--model_args", f"path={name}.jsonl",
+                        "--tasks", "gsm8k_gpt4em", "--metadata", '{"judge_backend": "local"}', "--log_samples",
+                        "--output_path", str(out / "runs" / name)], cwd=out / "replays", env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+    runs = [str(out / "runs" / m) for m in MODELS]
+    subprocess.run([str(bin_dir / "mathjudge"), "leaderboard", *runs, "--out", str(out / "board")], check=True,
+                   stdout=subprocess.DEVNULL)
+    diff = subprocess.run([str(bin_dir / "mathjudge"), "diff", runs[1], runs[0]], check=True, capture_output=True,
+                          text=True).stdout
+    (out / "diff.md").write_text(diff, encoding="utf-8")
+    print(f"written {args.out / 'board'}/leaderboard.{{md,csv,html,svg,png}} and {args.out / 'diff.md'}")
     return 0
 
 

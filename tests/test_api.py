@@ -186,9 +186,8 @@ def test_the_example_script_runs_offline(tmp_path):
     assert [line.rsplit(" ", 1)[-1] for line in lines[1:]] == ["correct=True", "correct=False", "correct=True"]
 
 
-def test_the_readme_example_runs_as_printed(tmp_path):
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("\n## From Python\n", 1)[1]
+def test_the_docs_example_runs_as_printed(tmp_path):
+    section = (REPO / "docs" / "python.md").read_text()
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GEMINI_", "GOOGLE_", "MATHJUDGE_"))}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True,
