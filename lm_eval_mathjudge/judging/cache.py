@@ -34,6 +34,7 @@ import hashlib
 import json
 import logging
 import os
+import random
 import socket
 import sqlite3
 import threading
@@ -53,6 +54,11 @@ SCHEMA_VERSION = 1  # part of every key: bump when the key recipe changes
 FILE_NAME = "judge_cache.sqlite3"
 SQLITE_SUFFIXES = ("", "-wal", "-shm")  # the database, its write-ahead log and shared-memory index
 BUSY_TIMEOUT_S = 60
+# SQLite refuses some statements as locked at once, without its busy handler: switching to WAL while
+# another connection reads, and a read turning into a write. Opening retries them, pausing this long
+# (doubling, with jitter) up to the same BUSY_TIMEOUT_S as every write.
+LOCK_PAUSE_S = (0.002, 0.1)
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 LEASE_POLL_S = 0.2
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26  # primary result codes that mean the file itself is damaged
 _TOPIC = "the judge cache"
@@ -95,6 +101,7 @@ class ReplyCache:
         self.failures: Counter = Counter()  # what the disk refused, by kind: reply, lease, note, read, open
         self._unstored: dict[str, Reply] = {}  # replies paid for in this process that the disk refused
         self._frozen: BaseException | None = None  # why the file is only read (a disk with no room to open it)
+        self._opening = time.monotonic()  # when the current attempt to open began (a lock message says how long)
         self._db = self._open_checked()
 
     # ------------------------------------------------------------------ opening
@@ -120,16 +127,19 @@ class ReplyCache:
 
     def _open(self) -> sqlite3.Connection:
         db = None
+        self._opening = time.monotonic()
+        deadline = self._opening + BUSY_TIMEOUT_S
         try:
             if not os.path.exists(self.path):
                 os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))  # sqlite gives WAL/SHM the same mode
             db = files.open_sqlite(self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
-            _check_integrity(db)
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = NORMAL")
+            _check_integrity(db, deadline)
+            if _until_unlocked(db, "PRAGMA journal_mode", deadline).fetchone()[0] != "wal":
+                _until_unlocked(db, "PRAGMA journal_mode = WAL", deadline)
+            _until_unlocked(db, "PRAGMA synchronous = NORMAL", deadline)
             for statement in _SCHEMA:
-                db.execute(statement)
+                _until_unlocked(db, statement, deadline)
         except _Damaged:
             _close_quietly(db)
             raise
@@ -137,7 +147,7 @@ class ReplyCache:
             _close_quietly(db)
             raise self._open_error(exc) from None
         try:  # writable? A full disk is not damage: the cache is still read, and writes are counted
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('last_opened', ?)", (str(time.time()),))
+            _until_unlocked(db, "INSERT OR REPLACE INTO meta VALUES ('last_opened', ?)", deadline, (str(time.time()),))
         except sqlite3.Error as exc:
             if disk_problem(exc) is None:
                 _close_quietly(db)
@@ -187,10 +197,11 @@ class ReplyCache:
                 or "permission" in text:
             return ConfigError(f"the judge cache {self.path} cannot be written ({exc}); make it writable, set "
                                "MATHJUDGE_CACHE_DIR to a writable folder, or run with judge_cache=false")
-        if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
-            return ConfigError(f"the judge cache {self.path} stayed locked for {BUSY_TIMEOUT_S}s ({exc}); "
-                               "another process holds it, or the folder is on a network file system "
-                               "without locking: use a local MATHJUDGE_CACHE_DIR")
+        if _locked(exc):
+            waited = time.monotonic() - self._opening
+            return ConfigError(f"the judge cache {self.path} was still locked after {waited:.1f}s of waiting "
+                               f"(the limit is {BUSY_TIMEOUT_S}s; {exc}); another process holds it, or the folder "
+                               "is on a network file system without locking: use a local MATHJUDGE_CACHE_DIR")
         code = getattr(exc, "sqlite_errorcode", None)
         primary = code & 0xFF if isinstance(code, int) else None
         if primary == _SQLITE_NOTADB or "not a database" in text:
@@ -338,10 +349,36 @@ class _DiskRefused(Exception):
         self.error = error
 
 
-def _check_integrity(db: sqlite3.Connection) -> None:
-    status = db.execute("PRAGMA quick_check").fetchone()[0]
+def _check_integrity(db: sqlite3.Connection, deadline: float | None = None) -> None:
+    status = (db.execute("PRAGMA quick_check") if deadline is None
+              else _until_unlocked(db, "PRAGMA quick_check", deadline)).fetchone()[0]
     if status != "ok":
         raise _Damaged(f"it failed its integrity check (PRAGMA quick_check: {status})")
+
+
+def _locked(exc: BaseException) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED: another connection holds the lock (by result code where Python gives it)."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _until_unlocked(db: sqlite3.Connection, statement: str, deadline: float, params: tuple = ()) -> sqlite3.Cursor:
+    """``db.execute``, tried again while another connection holds the lock, until ``deadline`` (monotonic)."""
+    pause = LOCK_PAUSE_S[0]
+    while True:
+        try:
+            return db.execute(statement, params)
+        except sqlite3.OperationalError as exc:
+            left = deadline - time.monotonic()
+            if not _locked(exc) or left <= 0:
+                raise
+        time.sleep(min(left, pause * random.uniform(0.5, 1.5)))  # jitter: openers that collided spread out
+        pause = min(pause * 2, LOCK_PAUSE_S[1])
 
 
 def _lease_live(row: tuple, now: float) -> bool:
