@@ -275,7 +275,7 @@ class JudgedTask(TaskBase):
         install_log_filter()  # after the backend's module exists: its logger is scrubbed too
         cache = None
         try:
-            cache = ReplyCache(settings.resolved_cache_dir()) if settings.cache else None
+            cache = ReplyCache(settings.resolved_cache_dir(), settings.cache_network_fs) if settings.cache else None
             # One free call (endpoint, key and model answer), unless the cache remembers a recent pass.
             preflight_once(backend, settings, cache)
         except (OSError, sqlite3.Error) as exc:

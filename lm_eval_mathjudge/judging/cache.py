@@ -21,6 +21,9 @@ Guarantees (README, "Reliability"):
   a file that cannot be read either is left in place and the run starts from
   an empty cache in memory;
 * private: the folder is created 0700, the database and its WAL 0600;
+* never on a filesystem shared by hosts (NFS, Lustre, SMB...: ``core/mounts.py``), where SQLite's
+  locks do not hold: by default (``cache_network_fs=fallback``) the cache opens in a private folder
+  of this host instead and says so once; ``refuse`` stops with a message, ``allow`` uses the folder;
 * shared in-flight work: several processes may share one file (WAL, single-
   statement writes, ``busy_timeout``). Before paying for a call a process
   *claims* the key in the ``leases`` table; another process that finds a live
@@ -37,16 +40,18 @@ import os
 import random
 import socket
 import sqlite3
+import stat
 import threading
 import time
 import uuid
 from collections import Counter
 from typing import Any, Callable, TypeVar
 
-from ..core import files
+from ..core import files, mounts
 from ..core.errors import ConfigError
 from ..core.files import disk_problem, private_dir, report_disk_problem
 from ..core.types import Reply  # also re-exported: Reply lived here before it moved to the contract module
+from ..settings.schema import default_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +83,9 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)",
 )
 T = TypeVar("T")
+HOSTS_DIR = "hosts"  # host-local caches, one folder per host, used instead of a folder on a network filesystem
+_MOVED: set[str] = set()  # network folders already reported in this process
+_MOVED_LOCK = threading.Lock()
 
 
 def request_key(payload: dict[str, Any]) -> str:
@@ -91,8 +99,68 @@ def request_key(payload: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def place(directory: str, policy: str = "fallback") -> str:
+    """The folder the cache opens in: ``directory``, or this host's own when ``directory`` is shared by hosts.
+
+    ``policy`` is the ``cache_network_fs`` setting. The fallback is a private folder named by host,
+    under the user cache folder or else the temporary folder, whichever is on a local filesystem.
+    """
+    mount = mounts.network_filesystem(directory)
+    if mount is None or policy == "allow":
+        return directory
+    what = (f"{directory} is on {mounts.NETWORK_FILESYSTEMS[mount.fstype]} ({mount.fstype}, mounted at "
+            f"{mount.point}), where SQLite cannot lock safely between hosts")
+    if policy == "refuse":
+        raise ConfigError(f"the judge cache folder {what}. Set MATHJUDGE_CACHE_DIR to a folder on a local disk, or "
+                          "judge_cache_network_fs=fallback (a folder of this host) or allow (only if one host at a "
+                          "time ever uses this cache)")
+    for candidate in _host_folders():
+        if mounts.network_filesystem(candidate) is None and _own_private_folder(candidate):
+            with _MOVED_LOCK:
+                first = directory not in _MOVED
+                _MOVED.add(directory)
+            if first:
+                log.warning("the judge cache folder %s, so this run keeps its judge replies in %s (this host's own). "
+                            "Fold the hosts' caches together with `mathjudge cache --merge A B --into C`; set "
+                            "judge_cache_network_fs=allow if only one host at a time uses the folder, or refuse to "
+                            "stop instead", what, candidate)
+            return candidate
+    raise ConfigError(f"the judge cache folder {what}, and this host has no local folder to use instead; set "
+                      "MATHJUDGE_CACHE_DIR to a folder on a local disk (or judge_cache=false)")
+
+
+def _host_folders() -> list[str]:
+    import tempfile  # only on this rare path
+
+    host = "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname()) or "host"
+    user = str(os.geteuid()) if hasattr(os, "geteuid") else os.environ.get("USERNAME", "user")
+    return [os.path.join(default_cache_dir(), HOSTS_DIR, host),
+            os.path.join(tempfile.gettempdir(), f"lm_eval_mathjudge-{user}", HOSTS_DIR, host)]
+
+
+def _own_private_folder(folder: str) -> bool:
+    """Create ``folder`` 0700; False unless it and its parents we made are real folders of this user.
+
+    In a shared temporary folder another user could have made the path first, or a link in its place.
+    """
+    try:
+        private_dir(folder)
+        if not hasattr(os, "geteuid"):
+            return os.path.isdir(folder)
+        path = folder
+        for _ in range(3):  # the host folder, "hosts", and the per-user folder
+            info = os.lstat(path)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                return False
+            path = os.path.dirname(path)
+        return True
+    except OSError:
+        return False
+
+
 class ReplyCache:
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, network_fs: str = "fallback"):
+        directory = place(directory, network_fs)
         private_dir(directory)
         self.directory = os.path.abspath(directory)
         self.path = os.path.join(directory, FILE_NAME)
