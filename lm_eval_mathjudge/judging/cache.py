@@ -82,6 +82,7 @@ _SCHEMA = (
     "pid INTEGER NOT NULL, expires REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)",
 )
+REPLY_COLUMNS = ("key", "text", "usage", "finish_reason", "judge", "created")  # the replies table, in order
 T = TypeVar("T")
 HOSTS_DIR = "hosts"  # host-local caches, one folder per host, used instead of a folder on a network filesystem
 _MOVED: set[str] = set()  # network folders already reported in this process
@@ -390,6 +391,33 @@ class ReplyCache:
         else:
             self._guarded("note", lambda: self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                                                            (name, value)), None)
+
+    def add_replies(self, rows: list[tuple]) -> tuple[int, int]:
+        """Store rows (``REPLY_COLUMNS`` order) whose key is not here yet, in one transaction (``cache_merge``).
+
+        Returns (added, differing): a key already here keeps its reply; ``differing`` counts those whose
+        text was not the same. A disk or lock error is raised: the transaction stores all rows or none.
+        """
+        if self._frozen is not None:
+            raise ConfigError(f"the judge cache {self.path} can only be read on this disk ({self._frozen}); "
+                              "free space there, or merge into another folder")
+        added = differing = 0
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for row in rows:
+                    held = self._db.execute("SELECT text FROM replies WHERE key = ?", (row[0],)).fetchone()
+                    if held is None:
+                        self._db.execute(f"INSERT INTO replies ({', '.join(REPLY_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)",
+                                         row)
+                        added += 1
+                    elif held[0] != row[1]:
+                        differing += 1
+                self._db.execute("COMMIT")
+            except BaseException:
+                _rollback_quietly(self._db)
+                raise
+        return added, differing
 
     # ------------------------------------------------------------------ housekeeping
     def __len__(self) -> int:
