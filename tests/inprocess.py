@@ -119,6 +119,7 @@ PROCESS_STATE = (
     ("lm_eval_mathjudge.harness.recovery", "_RANK"),
     ("lm_eval_mathjudge.harness.run", "_PENDING"),  # judged tasks waiting for the run's judging pass
     ("lm_eval_mathjudge.judging.cache", "_MOVED"),  # network cache folders already warned about
+    ("lm_eval_mathjudge.judging.cache", "_OPEN_OWNERS"),  # lease owners of caches open in this process
     ("lm_eval_mathjudge.judging.client", "_PREFLIGHTED"),  # judges checked in this process
 )
 

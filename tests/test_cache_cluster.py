@@ -194,3 +194,24 @@ def test_the_network_filesystem_setting_resolves_like_every_setting(environ, exp
 def test_an_unknown_network_filesystem_policy_is_refused():
     with pytest.raises(ConfigError, match="cache_network_fs='maybe' must be one of fallback, refuse, allow"):
         resolve_settings("exact_match", None, {"judge_cache_network_fs": "maybe"}, environ={})
+
+
+def test_a_lease_left_by_a_closed_cache_of_this_process_is_taken_over_at_once(tmp_path):
+    """A full disk can refuse dropping a lease; the next run in the same process must not wait for it."""
+    import socket
+    import time
+
+    first = ReplyCache(str(tmp_path))
+    assert first.claim("k", ttl=600)
+    first.close()
+    with sqlite3.connect(tmp_path / FILE_NAME) as db:  # the lease as a refused delete leaves it
+        db.execute("INSERT OR REPLACE INTO leases VALUES ('k', ?, ?, ?, ?)",
+                   (f"{socket.gethostname()}:{os.getpid()}:gone", socket.gethostname(), os.getpid(),
+                    time.time() + 600))
+    second, third = ReplyCache(str(tmp_path)), ReplyCache(str(tmp_path))
+    try:
+        assert second.claim("k", ttl=600)  # its owner is closed: nobody is paying for it
+        assert not third.claim("k", ttl=600)  # but a lease of a cache still open here is live
+    finally:
+        second.close()
+        third.close()

@@ -87,6 +87,10 @@ T = TypeVar("T")
 HOSTS_DIR = "hosts"  # host-local caches, one folder per host, used instead of a folder on a network filesystem
 _MOVED: set[str] = set()  # network folders already reported in this process
 _MOVED_LOCK = threading.Lock()
+# Lease owners of this process still open. A lease of this process whose cache was closed without
+# dropping it (a full disk refused the delete) belongs to nobody: the next run in the same process
+# (a notebook, simple_evaluate twice) takes it over instead of waiting for it to expire.
+_OPEN_OWNERS: set[str] = set()
 
 
 def request_key(payload: dict[str, Any]) -> str:
@@ -167,6 +171,7 @@ class ReplyCache:
         self.path = os.path.join(directory, FILE_NAME)
         self._lock = threading.Lock()
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        _OPEN_OWNERS.add(self._owner)
         self.failures: Counter = Counter()  # what the disk refused, by kind: reply, lease, note, read, open
         self._unstored: dict[str, Reply] = {}  # replies paid for in this process that the disk refused
         self._frozen: BaseException | None = None  # why the file is only read (a disk with no room to open it)
@@ -425,6 +430,7 @@ class ReplyCache:
             return self._db.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
 
     def close(self) -> None:
+        _OPEN_OWNERS.discard(self._owner)
         with self._lock:
             try:
                 self._db.execute("DELETE FROM leases WHERE owner = ?", (self._owner,))
@@ -478,11 +484,11 @@ def _until_unlocked(db: sqlite3.Connection, statement: str, deadline: float, par
 
 
 def _lease_live(row: tuple, now: float) -> bool:
-    _, host, pid, expires = row
+    owner, host, pid, expires = row
     if expires <= now:
         return False
     if host == socket.gethostname():  # same machine: a dead owner cannot finish
-        return _pid_alive(int(pid))
+        return owner in _OPEN_OWNERS if int(pid) == os.getpid() else _pid_alive(int(pid))
     return True
 
 
