@@ -3,6 +3,7 @@
     tasks-dir                     print the folder of task YAMLs (for --include_path)
     cache [--cache-dir DIR]       where the judge cache lives and how big it is
     cache --clear [--cache-dir]   delete the judge cache (only its files; saved generations are kept)
+    cache --merge A B [--into C]  fold judge caches (one per host or job) into one (judging/cache_merge.py)
     leaderboard, diff, agreement, rejudge   compare and re-judge runs (lm_eval_mathjudge.reports)
     audit                         how gullible the configured judge is (lm_eval_mathjudge.audit)
 """
@@ -21,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     cache = sub.add_parser("cache", help="show or clear the judge cache")
     cache.add_argument("--clear", action="store_true", help="delete the cache file (saved generations are kept)")
     cache.add_argument("--cache-dir", help="the cache folder (default: as the tasks resolve it)")
+    from .judging import cache_merge  # argparse only; merging imports its modules when it runs
+
+    cache_merge.add_arguments(cache)
     from .reports import cli as reports_cli  # argparse only; each command imports its own modules
 
     reports_cli.add_commands(sub)
@@ -32,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(tasks_dir())
         return 0
+    if args.merge:
+        return cache_merge.run(args)
     return _cache(args.cache_dir or _default_cache_dir(), clear=args.clear)
 
 

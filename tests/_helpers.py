@@ -144,3 +144,32 @@ def isolate_gemini_sdk(monkeypatch, key: str) -> None:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(client_module, "RetryPolicy", functools.partial(RetryPolicy, base_delay=0.01))
     monkeypatch.setattr(gemini_files, "FILE_POLL_SECONDS", 0.01)
+
+
+def cache_opener(base: str, worker: int, rounds: int, start, results) -> None:
+    """Open a fresh cache folder per round at the same moment as the other processes (issue 20).
+
+    Each round: wait on `start` (a multiprocessing Barrier), open ``base/round-N`` (new: the first
+    opener creates it, sets WAL and the schema), store one reply, read it back, close. Reports
+    (worker, rounds without error, errors) on `results`.
+    """
+    import os
+
+    from lm_eval_mathjudge.judging.cache import Reply, ReplyCache
+
+    errors: list[str] = []
+    ok = 0
+    for n in range(rounds):
+        try:
+            start.wait(timeout=60)
+            cache = ReplyCache(os.path.join(base, f"round-{n}"))
+            try:
+                cache.put(f"w{worker}", Reply(text=REPLY_CORRECT), "openai:gpt-4-turbo-2024-04-09")
+                if cache.get(f"w{worker}") is None:
+                    raise AssertionError("the reply just stored is not there")
+            finally:
+                cache.close()
+            ok += 1
+        except Exception as exc:  # noqa: BLE001 - reported to the parent
+            errors.append(f"round {n}: {type(exc).__name__}: {exc}")
+    results.put((worker, ok, errors))

@@ -65,7 +65,7 @@ def _entry(script: str) -> Callable[[], Any]:
 def _exit_code(entry: Callable[[], Any], err: io.StringIO) -> int:
     """Run the entry point; its exit code as the interpreter would give it."""
     try:
-        entry()
+        code = entry()  # the console script passes main()'s return value to sys.exit
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0
@@ -76,7 +76,7 @@ def _exit_code(entry: Callable[[], Any], err: io.StringIO) -> int:
     except BaseException:  # noqa: BLE001 - what an uncaught exception does at the top of a process
         sys.excepthook(*sys.exc_info())
         return 1
-    return 0
+    return code if isinstance(code, int) and not isinstance(code, bool) else int(code is not None)
 
 
 @contextlib.contextmanager
@@ -118,7 +118,8 @@ PROCESS_STATE = (
     ("lm_eval_mathjudge.harness.recovery", "_FINISHED"),
     ("lm_eval_mathjudge.harness.recovery", "_RANK"),
     ("lm_eval_mathjudge.harness.run", "_PENDING"),  # judged tasks waiting for the run's judging pass
-    ("lm_eval_mathjudge.judging.cache", "_OPEN"),  # this process's open caches (their leases are live)
+    ("lm_eval_mathjudge.judging.cache", "_MOVED"),  # network cache folders already warned about
+    ("lm_eval_mathjudge.judging.cache", "_OPEN_OWNERS"),  # lease owners of caches open in this process
     ("lm_eval_mathjudge.judging.client", "_PREFLIGHTED"),  # judges checked in this process
 )
 

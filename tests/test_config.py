@@ -238,7 +238,7 @@ def test_settings_are_frozen_and_public_has_every_field():
     assert set(settings.public()) == {
         "backend", "model", "base_url", "temperature", "max_tokens", "concurrency", "rpm",
         "timeout", "max_retries", "cache", "cache_dir", "preflight", "thinking_budget", "reasoning_effort",
-        "tpm", "adaptive", "mode", "batch_poll_seconds", "batch_max_hours", "batch_wait", "batch_fallback",
+        "cache_network_fs", "tpm", "adaptive", "mode", "batch_poll_seconds", "batch_max_hours", "batch_wait", "batch_fallback",
         "dry_run", "budget_usd", "prices"}
 
 

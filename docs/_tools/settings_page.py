@@ -66,6 +66,7 @@ RANGES: dict[str, object] = {
     "max_retries": Num(0, schema.MAX_RETRIES_LIMIT),
     "cache": BOOL,
     "cache_dir": "non-empty path",
+    "cache_network_fs": Choice(schema.NETWORK_FS_POLICIES),
     "preflight": BOOL,
     "thinking_budget": f"`-1` (dynamic), `0` (off), 1..{_n(schema.THINKING_BUDGET_MAX)}",
     "reasoning_effort": Choice(schema.REASONING_EFFORTS),
@@ -101,6 +102,7 @@ MEANINGS = {
     "max_retries": "retries after the first attempt, for 408/409/425/429/5xx, timeouts and dropped connections",
     "cache": "use the persistent judge cache ([the judge cache](failures.md#the-judge-cache))",
     "cache_dir": "where the judge cache, saved generations and media live",
+    "cache_network_fs": "what the cache does when `cache_dir` is on a filesystem shared by hosts: use a folder of this host (warned once), stop, or use it as is ([running on a cluster](cluster.md))",
     "preflight": "one free model lookup before generation checks endpoint, key and model "
                  "([preflight](backends.md#preflight-the-judge-is-checked-before-generation))",
     "thinking_budget": "Gemini thinking tokens; unset = the model's default",

@@ -16,7 +16,9 @@ failure (``JudgeRefusal``) while the other workers go on.
 
 Workers are started lazily with ``subprocess`` (a fresh interpreter: no fork
 of a threaded parent, no re-import of the caller's ``__main__`` as the
-multiprocessing "spawn" method would do) and reused. They are killed by
+multiprocessing "spawn" method would do, nothing imported from the working
+folder) and reused. A worker that fails to start is reported at once with
+the tail of its stderr. They are killed by
 ``close()``, by an ``atexit`` hook, and they exit by themselves when the
 parent's end of their stdin closes (the parent died).
 """
@@ -24,6 +26,7 @@ parent's end of their stdin closes (the parent died).
 from __future__ import annotations
 
 import atexit
+import collections
 import json
 import os
 import queue
@@ -42,6 +45,17 @@ LOCAL_JUDGE_VERSION = 2  # bump when the answer policy or the reply wording chan
 ITEM_TIME_LIMIT = 10.0  # seconds for one comparison; math-verify's own defaults are 5 s per stage
 START_TIME_LIMIT = 120.0  # seconds for a worker to import math-verify (slow disks, busy machines)
 WORKER_MODULE = "lm_eval_mathjudge.backends.local_worker"
+STDERR_TAIL_LINES = 12  # of a worker's stderr, quoted when it fails
+STDERR_LINE_CHARS = 2000
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# A worker must not import from the working folder: a stray inspect.py there (or a folder named like this
+# package) would shadow the real module, as `python -m` lets it. So the interpreter runs this code, which
+# drops the working folder from sys.path before anything else is imported, and finds this package where
+# the parent found it (an editable install included). `-I` would drop PYTHONPATH too; `-P` needs 3.11.
+_BOOT = ("import os, sys; here = os.getcwd(); "
+         "sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != here]; "
+         "sys.argv[1] in sys.path or sys.path.append(sys.argv[1]); "
+         f"from {WORKER_MODULE} import main; main()")
 
 
 def create(settings: JudgeSettings, judge: str) -> "LocalBackend":
@@ -86,23 +100,40 @@ _EXITED: dict = {"exited": True}
 
 
 class _Worker:
-    """One worker process and the thread that reads its result lines."""
+    """One worker process and the threads that read its result lines and its stderr."""
 
     def __init__(self):
         env = dict(os.environ)
-        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         env["MATHJUDGE_NO_AUTOLOAD"] = "1"  # the worker needs no lm-eval start-up hook
         self.process = subprocess.Popen(
-            [sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            env=env, text=True, encoding="ascii", bufsize=1)
+            [sys.executable, "-c", _BOOT, _PACKAGE_ROOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=env, text=True, encoding="ascii", errors="replace", bufsize=1)
         self._lines: queue.Queue[str | None] = queue.Queue()
+        self._tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         threading.Thread(target=self._read, daemon=True, name="mathjudge-local-reader").start()
+        self._stderr = threading.Thread(target=self._read_stderr, daemon=True, name="mathjudge-local-stderr")
+        self._stderr.start()
 
     def _read(self) -> None:
         for line in self.process.stdout:
             self._lines.put(line)
         self._lines.put(None)  # EOF: the worker exited
+
+    def _read_stderr(self) -> None:
+        """Pass the worker's stderr on (library warnings) and keep its last lines for a failure message."""
+        while line := self.process.stderr.readline(STDERR_LINE_CHARS):
+            self._tail.append(line.rstrip("\n"))
+            try:
+                sys.stderr.write(line)
+            except (OSError, ValueError):  # the parent's stderr is closed: the tail is still kept
+                pass
+
+    def stderr_tail(self) -> str:
+        """The worker's last stderr lines (after it exited: waits briefly for the pipe to drain)."""
+        if self.process.poll() is not None:
+            self._stderr.join(timeout=2.0)
+        lines = [line for line in self._tail if line.strip()]
+        return " | ".join(lines) if lines else "it wrote nothing to stderr"
 
     def receive(self, limit: float) -> dict | None:
         """The next message; None if the worker is silent for ``limit`` s; ``_EXITED`` if it is gone."""
@@ -150,7 +181,8 @@ class _WorkerPool:
                 raise JudgeRefusal(f"math-verify took more than {limit:g} s on this response; "
                                    "it was stopped and the sample counted as failed", kind="timeout")
             raise JudgeRefusal(f"the local judge's worker process died on this response (exit code "
-                               f"{worker.process.returncode}: out of CPU time or memory?)", kind="local_error")
+                               f"{worker.process.returncode}: out of CPU time or memory?; its stderr: "
+                               f"{worker.stderr_tail()})", kind="local_error")
         self._release(worker)
         return result
 
@@ -172,10 +204,12 @@ class _WorkerPool:
             self._all.add(worker)
         started = worker.receive(START_TIME_LIMIT)
         if started is None or not started.get("ready"):
-            self._discard(worker)
+            self._discard(worker)  # killed, so its stderr is complete
+            what = (f"did not start within {START_TIME_LIMIT:g} s" if started is None else
+                    f"exited while starting (exit code {worker.process.returncode})")
             raise FatalJudgeError(
-                f"the local judge's math-verify worker did not start within {START_TIME_LIMIT:g} s (see its "
-                f"error above); check that `{sys.executable} -c 'import math_verify'` works", kind="local_start")
+                f"the local judge's math-verify worker {what}; its stderr: {worker.stderr_tail()}. Check that "
+                f"`{sys.executable} -c 'import math_verify'` works", kind="local_start")
         return worker
 
     def _release(self, worker: _Worker) -> None:

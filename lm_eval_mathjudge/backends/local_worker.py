@@ -1,4 +1,4 @@
-"""The math-verify worker process behind the local judge (``python -m`` this module).
+"""The math-verify worker process behind the local judge (``local._BOOT`` starts ``main``).
 
 One job per line on stdin, one result per line on stdout, both JSON with
 ASCII escapes (so any text, lone surrogates included, crosses the pipe

@@ -21,6 +21,9 @@ Guarantees (README, "Reliability"):
   a file that cannot be read either is left in place and the run starts from
   an empty cache in memory;
 * private: the folder is created 0700, the database and its WAL 0600;
+* never on a filesystem shared by hosts (NFS, Lustre, SMB...: ``core/mounts.py``), where SQLite's
+  locks do not hold: by default (``cache_network_fs=fallback``) the cache opens in a private folder
+  of this host instead and says so once; ``refuse`` stops with a message, ``allow`` uses the folder;
 * shared in-flight work: several processes may share one file (WAL, single-
   statement writes, ``busy_timeout``). Before paying for a call a process
   *claims* the key in the ``leases`` table; another process that finds a live
@@ -34,18 +37,21 @@ import hashlib
 import json
 import logging
 import os
+import random
 import socket
 import sqlite3
+import stat
 import threading
 import time
 import uuid
 from collections import Counter
 from typing import Any, Callable, TypeVar
 
-from ..core import files
+from ..core import files, mounts
 from ..core.errors import ConfigError
 from ..core.files import disk_problem, private_dir, report_disk_problem
 from ..core.types import Reply  # also re-exported: Reply lived here before it moved to the contract module
+from ..settings.schema import default_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +59,11 @@ SCHEMA_VERSION = 1  # part of every key: bump when the key recipe changes
 FILE_NAME = "judge_cache.sqlite3"
 SQLITE_SUFFIXES = ("", "-wal", "-shm")  # the database, its write-ahead log and shared-memory index
 BUSY_TIMEOUT_S = 60
+# SQLite refuses some statements as locked at once, without its busy handler: switching to WAL while
+# another connection reads, and a read turning into a write. Opening retries them, pausing this long
+# (doubling, with jitter) up to the same BUSY_TIMEOUT_S as every write.
+LOCK_PAUSE_S = (0.002, 0.1)
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 LEASE_POLL_S = 0.2
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26  # primary result codes that mean the file itself is damaged
 _TOPIC = "the judge cache"
@@ -71,7 +82,15 @@ _SCHEMA = (
     "pid INTEGER NOT NULL, expires REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)",
 )
+REPLY_COLUMNS = ("key", "text", "usage", "finish_reason", "judge", "created")  # the replies table, in order
 T = TypeVar("T")
+HOSTS_DIR = "hosts"  # host-local caches, one folder per host, used instead of a folder on a network filesystem
+_MOVED: set[str] = set()  # network folders already reported in this process
+_MOVED_LOCK = threading.Lock()
+# Lease owners of this process still open. A lease of this process whose cache was closed without
+# dropping it (a full disk refused the delete) belongs to nobody: the next run in the same process
+# (a notebook, simple_evaluate twice) takes it over instead of waiting for it to expire.
+_OPEN_OWNERS: set[str] = set()
 
 
 def request_key(payload: dict[str, Any]) -> str:
@@ -85,20 +104,78 @@ def request_key(payload: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-_OPEN: set[str] = set()  # the lease owners of this process's open caches
+def place(directory: str, policy: str = "fallback") -> str:
+    """The folder the cache opens in: ``directory``, or this host's own when ``directory`` is shared by hosts.
+
+    ``policy`` is the ``cache_network_fs`` setting. The fallback is a private folder named by host,
+    under the user cache folder or else the temporary folder, whichever is on a local filesystem.
+    """
+    mount = mounts.network_filesystem(directory)
+    if mount is None or policy == "allow":
+        return directory
+    what = (f"{directory} is on {mounts.NETWORK_FILESYSTEMS[mount.fstype]} ({mount.fstype}, mounted at "
+            f"{mount.point}), where SQLite cannot lock safely between hosts")
+    if policy == "refuse":
+        raise ConfigError(f"the judge cache folder {what}. Set MATHJUDGE_CACHE_DIR to a folder on a local disk, or "
+                          "judge_cache_network_fs=fallback (a folder of this host) or allow (only if one host at a "
+                          "time ever uses this cache)")
+    for candidate in _host_folders():
+        if mounts.network_filesystem(candidate) is None and _own_private_folder(candidate):
+            with _MOVED_LOCK:
+                first = directory not in _MOVED
+                _MOVED.add(directory)
+            if first:
+                log.warning("the judge cache folder %s, so this run keeps its judge replies in %s (this host's own). "
+                            "Fold the hosts' caches together with `mathjudge cache --merge A B --into C`; set "
+                            "judge_cache_network_fs=allow if only one host at a time uses the folder, or refuse to "
+                            "stop instead", what, candidate)
+            return candidate
+    raise ConfigError(f"the judge cache folder {what}, and this host has no local folder to use instead; set "
+                      "MATHJUDGE_CACHE_DIR to a folder on a local disk (or judge_cache=false)")
+
+
+def _host_folders() -> list[str]:
+    import tempfile  # only on this rare path
+
+    host = "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname()) or "host"
+    user = str(os.geteuid()) if hasattr(os, "geteuid") else os.environ.get("USERNAME", "user")
+    return [os.path.join(default_cache_dir(), HOSTS_DIR, host),
+            os.path.join(tempfile.gettempdir(), f"lm_eval_mathjudge-{user}", HOSTS_DIR, host)]
+
+
+def _own_private_folder(folder: str) -> bool:
+    """Create ``folder`` 0700; False unless it and its parents we made are real folders of this user.
+
+    In a shared temporary folder another user could have made the path first, or a link in its place.
+    """
+    try:
+        private_dir(folder)
+        if not hasattr(os, "geteuid"):
+            return os.path.isdir(folder)
+        path = folder
+        for _ in range(3):  # the host folder, "hosts", and the per-user folder
+            info = os.lstat(path)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                return False
+            path = os.path.dirname(path)
+        return True
+    except OSError:
+        return False
 
 
 class ReplyCache:
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, network_fs: str = "fallback"):
+        directory = place(directory, network_fs)
         private_dir(directory)
         self.directory = os.path.abspath(directory)
         self.path = os.path.join(directory, FILE_NAME)
         self._lock = threading.Lock()
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        _OPEN.add(self._owner)
+        _OPEN_OWNERS.add(self._owner)
         self.failures: Counter = Counter()  # what the disk refused, by kind: reply, lease, note, read, open
         self._unstored: dict[str, Reply] = {}  # replies paid for in this process that the disk refused
         self._frozen: BaseException | None = None  # why the file is only read (a disk with no room to open it)
+        self._opening = time.monotonic()  # when the current attempt to open began (a lock message says how long)
         self._db = self._open_checked()
 
     # ------------------------------------------------------------------ opening
@@ -124,16 +201,19 @@ class ReplyCache:
 
     def _open(self) -> sqlite3.Connection:
         db = None
+        self._opening = time.monotonic()
+        deadline = self._opening + BUSY_TIMEOUT_S
         try:
             if not os.path.exists(self.path):
                 os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))  # sqlite gives WAL/SHM the same mode
             db = files.open_sqlite(self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
-            _check_integrity(db)
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = NORMAL")
+            _check_integrity(db, deadline)
+            if _until_unlocked(db, "PRAGMA journal_mode", deadline).fetchone()[0] != "wal":
+                _until_unlocked(db, "PRAGMA journal_mode = WAL", deadline)
+            _until_unlocked(db, "PRAGMA synchronous = NORMAL", deadline)
             for statement in _SCHEMA:
-                db.execute(statement)
+                _until_unlocked(db, statement, deadline)
         except _Damaged:
             _close_quietly(db)
             raise
@@ -141,7 +221,7 @@ class ReplyCache:
             _close_quietly(db)
             raise self._open_error(exc) from None
         try:  # writable? A full disk is not damage: the cache is still read, and writes are counted
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('last_opened', ?)", (str(time.time()),))
+            _until_unlocked(db, "INSERT OR REPLACE INTO meta VALUES ('last_opened', ?)", deadline, (str(time.time()),))
         except sqlite3.Error as exc:
             if disk_problem(exc) is None:
                 _close_quietly(db)
@@ -191,10 +271,11 @@ class ReplyCache:
                 or "permission" in text:
             return ConfigError(f"the judge cache {self.path} cannot be written ({exc}); make it writable, set "
                                "MATHJUDGE_CACHE_DIR to a writable folder, or run with judge_cache=false")
-        if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
-            return ConfigError(f"the judge cache {self.path} stayed locked for {BUSY_TIMEOUT_S}s ({exc}); "
-                               "another process holds it, or the folder is on a network file system "
-                               "without locking: use a local MATHJUDGE_CACHE_DIR")
+        if _locked(exc):
+            waited = time.monotonic() - self._opening
+            return ConfigError(f"the judge cache {self.path} was still locked after {waited:.1f}s of waiting "
+                               f"(the limit is {BUSY_TIMEOUT_S}s; {exc}); another process holds it, or the folder "
+                               "is on a network file system without locking: use a local MATHJUDGE_CACHE_DIR")
         code = getattr(exc, "sqlite_errorcode", None)
         primary = code & 0xFF if isinstance(code, int) else None
         if primary == _SQLITE_NOTADB or "not a database" in text:
@@ -316,13 +397,40 @@ class ReplyCache:
             self._guarded("note", lambda: self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                                                            (name, value)), None)
 
+    def add_replies(self, rows: list[tuple]) -> tuple[int, int]:
+        """Store rows (``REPLY_COLUMNS`` order) whose key is not here yet, in one transaction (``cache_merge``).
+
+        Returns (added, differing): a key already here keeps its reply; ``differing`` counts those whose
+        text was not the same. A disk or lock error is raised: the transaction stores all rows or none.
+        """
+        if self._frozen is not None:
+            raise ConfigError(f"the judge cache {self.path} can only be read on this disk ({self._frozen}); "
+                              "free space there, or merge into another folder")
+        added = differing = 0
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for row in rows:
+                    held = self._db.execute("SELECT text FROM replies WHERE key = ?", (row[0],)).fetchone()
+                    if held is None:
+                        self._db.execute(f"INSERT INTO replies ({', '.join(REPLY_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)",
+                                         row)
+                        added += 1
+                    elif held[0] != row[1]:
+                        differing += 1
+                self._db.execute("COMMIT")
+            except BaseException:
+                _rollback_quietly(self._db)
+                raise
+        return added, differing
+
     # ------------------------------------------------------------------ housekeeping
     def __len__(self) -> int:
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
 
     def close(self) -> None:
-        _OPEN.discard(self._owner)
+        _OPEN_OWNERS.discard(self._owner)
         with self._lock:
             try:
                 self._db.execute("DELETE FROM leases WHERE owner = ?", (self._owner,))
@@ -343,10 +451,36 @@ class _DiskRefused(Exception):
         self.error = error
 
 
-def _check_integrity(db: sqlite3.Connection) -> None:
-    status = db.execute("PRAGMA quick_check").fetchone()[0]
+def _check_integrity(db: sqlite3.Connection, deadline: float | None = None) -> None:
+    status = (db.execute("PRAGMA quick_check") if deadline is None
+              else _until_unlocked(db, "PRAGMA quick_check", deadline)).fetchone()[0]
     if status != "ok":
         raise _Damaged(f"it failed its integrity check (PRAGMA quick_check: {status})")
+
+
+def _locked(exc: BaseException) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED: another connection holds the lock (by result code where Python gives it)."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _until_unlocked(db: sqlite3.Connection, statement: str, deadline: float, params: tuple = ()) -> sqlite3.Cursor:
+    """``db.execute``, tried again while another connection holds the lock, until ``deadline`` (monotonic)."""
+    pause = LOCK_PAUSE_S[0]
+    while True:
+        try:
+            return db.execute(statement, params)
+        except sqlite3.OperationalError as exc:
+            left = deadline - time.monotonic()
+            if not _locked(exc) or left <= 0:
+                raise
+        time.sleep(min(left, pause * random.uniform(0.5, 1.5)))  # jitter: openers that collided spread out
+        pause = min(pause * 2, LOCK_PAUSE_S[1])
 
 
 def _lease_live(row: tuple, now: float) -> bool:
@@ -354,9 +488,7 @@ def _lease_live(row: tuple, now: float) -> bool:
     if expires <= now:
         return False
     if host == socket.gethostname():  # same machine: a dead owner cannot finish
-        if int(pid) == os.getpid():  # this process: only a cache still open here can finish
-            return owner in _OPEN    # (one closed on a full disk, say, left its lease behind)
-        return _pid_alive(int(pid))
+        return owner in _OPEN_OWNERS if int(pid) == os.getpid() else _pid_alive(int(pid))
     return True
 
 

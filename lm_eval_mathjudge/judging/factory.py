@@ -25,7 +25,7 @@ def open_client(judge: Judge, settings: JudgeSettings, *, progress: bool = True)
     install_log_filter()  # after the backend's module exists: its logger is scrubbed too
     cache = None
     try:
-        cache = ReplyCache(settings.resolved_cache_dir()) if settings.cache else None
+        cache = ReplyCache(settings.resolved_cache_dir(), settings.cache_network_fs) if settings.cache else None
         # One free call (endpoint, key and model answer), unless the cache remembers a recent pass.
         preflight_once(backend, settings, cache)
     except (OSError, sqlite3.Error) as exc:

@@ -44,6 +44,9 @@ THINKING_BUDGET_MAX = 32768  # Gemini 2.5 Pro's largest thinking budget; -1 = dy
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
 MODES = ("online", "batch")
 BATCH_FALLBACKS = ("online", "fail")
+# A cache folder on a filesystem shared by hosts (core/mounts.py): use a host-local folder instead and
+# warn, stop with a message, or use it anyway (one host writing there at a time is safe).
+NETWORK_FS_POLICIES = ("fallback", "refuse", "allow")
 MAX_BATCH_POLL = 3600.0  # seconds between two reads of a batch job's state
 MAX_BATCH_HOURS = 48.0
 
@@ -61,6 +64,7 @@ class JudgeSettings:
     max_retries: int = 6  # retries after the first attempt, transient errors only
     cache: bool = True
     cache_dir: str | None = None  # None: the user cache directory
+    cache_network_fs: str = "fallback"  # cache_dir on NFS, Lustre, SMB...: NETWORK_FS_POLICIES
     preflight: bool = True  # one free call (model lookup) before generation checks endpoint, key, model
     thinking_budget: int | None = None  # Gemini thinking tokens (-1 dynamic); None: the model's default
     reasoning_effort: str | None = None  # OpenAI reasoning models (o-series, GPT-5): minimal/low/medium/high
@@ -95,7 +99,7 @@ TYPES: dict[str, tuple[type, bool]] = {
     "backend": (str, False), "model": (str, False), "base_url": (str, True), "temperature": (float, False),
     "max_tokens": (int, False), "concurrency": (int, False), "rpm": (float, False), "timeout": (float, False),
     "max_retries": (int, False), "cache": (bool, False), "cache_dir": (str, True), "preflight": (bool, False),
-    "thinking_budget": (int, True), "reasoning_effort": (str, True), "tpm": (float, False),
+    "cache_network_fs": (str, False), "thinking_budget": (int, True), "reasoning_effort": (str, True), "tpm": (float, False),
     "adaptive": (bool, False), "mode": (str, False), "batch_poll_seconds": (float, False),
     "batch_max_hours": (float, False), "batch_wait": (bool, False), "batch_fallback": (str, False),
     "dry_run": (bool, False), "budget_usd": (float, True), "prices": (str, True),
@@ -195,6 +199,8 @@ def _problems(s: JudgeSettings):
         yield f"judge base_url={s.base_url!r} must be an http:// or https:// URL"
     if s.cache_dir is not None and not s.cache_dir.strip():
         yield "judge cache_dir is empty; name a folder or remove the setting"
+    if s.cache_network_fs not in NETWORK_FS_POLICIES:
+        yield f"judge cache_network_fs={s.cache_network_fs!r} must be one of {', '.join(NETWORK_FS_POLICIES)}"
 
 
 def default_cache_dir() -> str:
