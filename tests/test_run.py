@@ -328,6 +328,9 @@ class _BatchClient:
         self.name, self.outcome, self.batch_mode, self.prefilled = name, outcome, outcome != "online", []
         self.settings = JudgeSettings(mode="batch")
 
+    def key(self, request) -> str:
+        return f"{self.name}:{request.prompt}"
+
     def prefill(self, items):
         from lm_eval_mathjudge.batch.base import BatchPending
 
@@ -364,3 +367,14 @@ def test_every_task_submits_its_batch_before_the_run_stops(outcomes, pending_job
         schedule.submit_all_batches(jobs)
     # every batch task was submitted, not only the ones before the first stop
     assert [job.client.prefilled for job in jobs] == [[3] if o != "online" else [] for o in outcomes]
+
+
+def test_a_batch_panel_submits_every_member_before_it_stops():
+    from lm_eval_mathjudge.batch.base import BatchPending
+
+    members = [_BatchClient("a", "pending"), _BatchClient("b", "online"), _BatchClient("c", "pending")]
+    panel = Panel([(m.name, m) for m in members], "majority", 2, lambda verdict: {})
+    with pytest.raises(BatchPending) as info:
+        panel.prefill([("k0", JudgeRequest(prompt="x")), ("k1", JudgeRequest(prompt="y"))])
+    assert list(info.value.job_ids) == ["job-a", "job-c"]  # the first pending member did not stop the last
+    assert [m.prefilled for m in members] == [[2], [], [2]]

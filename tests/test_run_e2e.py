@@ -226,6 +226,7 @@ class ByModel:
                 f"reference.\nFinal Verdict: {'Correct' if right else 'Incorrect'}")
 
 
+@pytest.mark.e2e_versions  # lm-eval 0.5 reaches apply_filters another way: the one pool must hold there too
 def test_a_panel_task_and_a_plain_task_share_the_runs_one_pool(data_slice, tmp_path, monkeypatch):
     """GPT4-EM by a panel of two judges and a plain VLM judge in one lm_eval call: one pass, one bar,
     one cost table; the panel's members and the plain judge are in flight at the same time. Each task's

@@ -129,9 +129,19 @@ class Panel:
         return [first, *outcomes]
 
     def prefill(self, items: Sequence[tuple[str, JudgeRequest]]) -> None:
+        """Batch mode: every batch member submits (or collects) its job before the panel stops for any."""
+        from ..batch.base import BatchPending  # lazy: only batch mode gets here
+
+        pending: list[BatchPending] = []
         for client in self.clients:
             if client.batch_mode:
-                client.prefill([(client.key(request), request) for _, request in items])
+                try:
+                    client.prefill([(client.key(request), request) for _, request in items])
+                except BatchPending as exc:
+                    pending.append(exc)
+        if pending:
+            raise BatchPending("; ".join(str(exc) for exc in pending),
+                               job_ids=[i for exc in pending for i in exc.job_ids])
 
     def finish(self, outcomes: Iterable[Outcome]) -> None:
         """Each member counts its own failures; a member that was down is said once, with how to resume."""
