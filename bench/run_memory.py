@@ -7,8 +7,8 @@ answers at once (no network: this measures what the plugin holds, not the SDK).
 - ``before``: what the harness did before run.py: build every JudgeRequest, then ``judge_all``
   through the old ``run_bounded``, which submitted every item at once (a Future each; kept here);
 - ``upfront``: every JudgeRequest built first, through today's windowed ``pool.run_bounded``;
-- ``stream``: run.py's path: ``Job.build`` keys each request and drops it, ``run.judge`` renders
-  each one again right before its call; the pool keeps at most 4 x workers items submitted.
+- ``stream``: the run pool's path (judging/schedule.py): ``Job.build`` keys each request and drops
+  it, ``schedule.judge`` renders each one again right before its call; the pool keeps at most 4 x workers items submitted.
 
 All keep one Outcome per unique request (the verdicts the samples file needs). Reported: the peak
 traced memory above the docs and responses, in KiB per sample, and the wall time.
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPLAY_FILE, REPO, read_jsonl  # noqa: E402
 
 from lm_eval_mathjudge.judging import client as client_module  # noqa: E402
-from lm_eval_mathjudge.harness import run  # noqa: E402
+from lm_eval_mathjudge.judging import schedule  # noqa: E402
 from lm_eval_mathjudge.judging.cache import Reply  # noqa: E402
 from lm_eval_mathjudge.judging.client import JudgeClient  # noqa: E402
 from lm_eval_mathjudge.settings.schema import JudgeSettings  # noqa: E402
@@ -75,9 +75,9 @@ def upfront(pairs, concurrency):
 
 
 def stream(pairs, concurrency):
-    job = run.Job.build("gsm8k_gpt4em", client(concurrency), len(pairs),
+    job = schedule.Job.build("gsm8k_gpt4em", client(concurrency), len(pairs),
                         lambda i: EXACT_MATCH.request(*pairs[i]))
-    run.judge([job], "judging", progress=False)
+    schedule.judge([job], "judging", progress=False)
     return [job.outcome(i) for i in range(len(pairs))]
 
 

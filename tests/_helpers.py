@@ -173,3 +173,39 @@ def cache_opener(base: str, worker: int, rounds: int, start, results) -> None:
         except Exception as exc:  # noqa: BLE001 - reported to the parent
             errors.append(f"round {n}: {type(exc).__name__}: {exc}")
     results.put((worker, ok, errors))
+
+
+class SeamJudge:
+    """A judge at our own seam with the pieces the run's pool judges with (``judging/schedule.py``):
+    ``answer(request)`` gives its Outcome; ``asked`` lists the prompts judged, in call order."""
+
+    def __init__(self, answer, concurrency: int = 1):
+        import threading
+
+        from lm_eval_mathjudge.judging.client import JudgeStats
+
+        self._answer, self._lock = answer, threading.Lock()
+        self.asked: list[str] = []
+        self.stats, self.fatal_error, self.closed = JudgeStats(), None, False
+        self.concurrency, self.batch_mode = concurrency, False
+
+    def key(self, request) -> str:
+        return request.prompt
+
+    def count_requests(self, requests: int, unique: int) -> None:
+        self.stats.requests += requests
+        self.stats.unique += unique
+
+    def judge_one(self, key: str, request):
+        with self._lock:
+            self.asked.append(request.prompt)
+        return self._answer(request)
+
+    def finish(self, outcomes) -> None:
+        pass
+
+    def set_bar(self, bar) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True

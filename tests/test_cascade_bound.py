@@ -27,13 +27,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lm_eval_mathjudge.judging import cascade
+from lm_eval_mathjudge.judging import cascade, schedule
 from lm_eval_mathjudge.backends.local import LocalBackend
-from lm_eval_mathjudge.judging.client import JudgeClient, JudgeStats
+from lm_eval_mathjudge.judging.client import JudgeClient
 from lm_eval_mathjudge.settings.schema import JudgeSettings
 from lm_eval_mathjudge.core.judges import EXACT_MATCH
 from lm_eval_mathjudge.core.parsing import ExactMatchVerdict, parse_exact_match
 from lm_eval_mathjudge.core.types import JudgeRequest, Outcome
+from tests._helpers import SeamJudge
 from tests.answer_tables import gsm8k_docs
 from tests.e2e import CANARY_KEY, run_lm_eval
 from tests.loopback import ChatCompletionsServer
@@ -109,20 +110,9 @@ def built_responses(draw) -> Built:
     return Built(text, str(gold), doc["question"], rubric)
 
 
-class RubricJudge:
+def rubric_judge(verdicts: dict[str, bool]) -> SeamJudge:
     """The LLM stage: a judge that follows the rubric (it knows each response's rubric verdict)."""
-
-    def __init__(self):
-        self.verdicts: dict[str, bool] = {}
-        self.stats = JudgeStats()
-        self.fatal_error = None
-
-    def judge_all(self, requests, desc=""):
-        return [Outcome(verdict=ExactMatchVerdict(self.verdicts[r.fields["response"]], "by the rubric"))
-                for r in requests]
-
-    def close(self):
-        pass
+    return SeamJudge(lambda r: Outcome(verdict=ExactMatchVerdict(verdicts[r.fields["response"]], "by the rubric")))
 
 
 @pytest.fixture(scope="module")
@@ -143,12 +133,11 @@ def _request(item: Built) -> JudgeRequest:
                                                                   HealthCheck.too_slow])
 @given(batch=st.lists(built_responses(), min_size=1, max_size=6))
 def test_the_cascade_never_scores_above_the_llm_judge_alone(rule, batch):
-    llm = RubricJudge()
-    llm.verdicts = {item.response: item.rubric for item in batch}
+    llm = rubric_judge({item.response: item.rubric for item in batch})
     judged = cascade.Cascade(("local:math-verify", rule), ("rubric", llm), EXACT_MATCH.describe)
-    outcomes = judged.judge_all([_request(item) for item in batch])
-    for item, outcome, detail in zip(batch, outcomes, judged.details):
-        if detail["stage"] == "rule":  # the rule accepted it: the rubric must too
+    outcomes = schedule.judge_all(judged, [_request(item) for item in batch], progress=False)
+    for item, outcome in zip(batch, outcomes):
+        if outcome.detail["stage"] == "rule":  # the rule accepted it: the rubric must too
             assert item.rubric, (item.response, outcome.verdict.analysis)
     cascade_score = sum(bool(o.verdict and o.verdict.correct) for o in outcomes)
     assert cascade_score <= sum(item.rubric for item in batch)
@@ -158,11 +147,10 @@ def test_the_rule_stage_still_decides_honest_answers(rule):
     """Not vacuous: right single answers are accepted by the rule and never reach the LLM stage."""
     honest = [Built(f"{doc['cot']}\nSo she makes ${doc['gold']}.\n\\boxed{{{doc['gold']}}}", doc["gold"],
                     doc["question"], True) for doc in DOCS[:8]]
-    llm = RubricJudge()
-    llm.verdicts = {item.response: True for item in honest}
+    llm = rubric_judge({item.response: True for item in honest})
     judged = cascade.Cascade(("local:math-verify", rule), ("rubric", llm), EXACT_MATCH.describe)
-    judged.judge_all([_request(item) for item in honest])
-    assert [d["stage"] for d in judged.details] == ["rule"] * len(honest)
+    outcomes = schedule.judge_all(judged, [_request(item) for item in honest], progress=False)
+    assert [o.detail["stage"] for o in outcomes] == ["rule"] * len(honest)
 
 
 # ---------------------------------------------------------------- 2. through the CLI

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from lm_eval_mathjudge.core import stats
-from lm_eval_mathjudge.judging import cascade, panel
-from lm_eval_mathjudge.judging.client import JudgeStats
+from lm_eval_mathjudge.judging import cascade, panel, schedule
 from lm_eval_mathjudge.settings.layers import resolve_run_options, resolve_settings
 from lm_eval_mathjudge.settings.schema import RunOptions
 from lm_eval_mathjudge.core.errors import ConfigError
 from lm_eval_mathjudge.core.judges import EXACT_MATCH, VLM
 from lm_eval_mathjudge.core.parsing import ExactMatchVerdict, VlmVerdict, parse_exact_match
 from lm_eval_mathjudge.core.types import JudgeRequest, Outcome
+from tests._helpers import SeamJudge
 
 # Realistic replies, parsed by the real parser.
 YES = parse_exact_match("Error Analysis: The student's final answer is 18 and the reference answer is 18.\n"
@@ -99,20 +99,9 @@ def test_agreement_report_skips_missing_votes():
     assert report["mean_pairwise_agreement"] == pytest.approx((2 / 3 + 1 + 3 / 4) / 3)
 
 
-class FakeClient:
+def fake_client(outcomes: dict[str, Outcome]) -> SeamJudge:
     """Our own seam: returns fixed outcomes per request prompt and counts what it was asked."""
-
-    def __init__(self, outcomes: dict[str, Outcome]):
-        self._outcomes, self.asked, self.closed = outcomes, [], False
-        self.stats = JudgeStats()
-        self.fatal_error = None
-
-    def judge_all(self, requests, desc=""):
-        self.asked.extend(r.prompt for r in requests)
-        return [self._outcomes[r.prompt] for r in requests]
-
-    def close(self):
-        self.closed = True
+    return SeamJudge(lambda request: outcomes[request.prompt])
 
 
 def _requests(n):
@@ -121,14 +110,14 @@ def _requests(n):
 
 def test_panel_keeps_member_records_and_failures():
     down = Outcome(failure="http_503", transport=True, error="server error 503")
-    a = FakeClient({"q0": Outcome(verdict=YES), "q1": Outcome(verdict=NO), "q2": down})
-    b = FakeClient({"q0": Outcome(verdict=YES), "q1": Outcome(verdict=YES), "q2": Outcome(verdict=YES)})
-    c = FakeClient({"q0": Outcome(verdict=NO), "q1": Outcome(verdict=NO), "q2": Outcome(failure="unparseable")})
+    a = fake_client({"q0": Outcome(verdict=YES), "q1": Outcome(verdict=NO), "q2": down})
+    b = fake_client({"q0": Outcome(verdict=YES), "q1": Outcome(verdict=YES), "q2": Outcome(verdict=YES)})
+    c = fake_client({"q0": Outcome(verdict=NO), "q1": Outcome(verdict=NO), "q2": Outcome(failure="unparseable")})
     p = panel.Panel([("a", a), ("b", b), ("c", c)], "majority", 2, EXACT_MATCH.describe)
-    out = p.judge_all(_requests(3))
+    out = schedule.judge_all(p, _requests(3), progress=False)
     assert [o.verdict.correct if o.verdict else o.failure for o in out] == [True, False, "panel_quorum"]
     assert not any(o.transport_failed for o in out)  # the panel is the judge: counted, not a stopped run
-    members = p.details[2]["panel"]
+    members = out[2].detail["panel"]
     assert [m["failure"] for m in members] == ["http_503", None, "unparseable"]
     assert members[1]["verdict"] == {"correct": True, "analysis": YES.analysis}
     summary = p.stats.as_dict()["panel"]
@@ -138,15 +127,15 @@ def test_panel_keeps_member_records_and_failures():
 
 
 def test_cascade_sends_only_what_the_rule_does_not_accept():
-    rule = FakeClient({"q0": Outcome(verdict=YES), "q1": Outcome(verdict=NO),
+    rule = fake_client({"q0": Outcome(verdict=YES), "q1": Outcome(verdict=NO),
                        "q2": Outcome(failure="timeout", error="no answer in time"), "q3": Outcome(verdict=YES)})
-    llm = FakeClient({"q1": Outcome(verdict=YES), "q2": Outcome(verdict=NO)})
+    llm = fake_client({"q1": Outcome(verdict=YES), "q2": Outcome(verdict=NO)})
     c = cascade.Cascade(("local:math-verify", rule), ("openai:m", llm), EXACT_MATCH.describe)
-    out = c.judge_all(_requests(4))
+    out = schedule.judge_all(c, _requests(4), progress=False)
     assert llm.asked == ["q1", "q2"]
     assert [o.verdict.correct for o in out] == [True, True, False, True]
-    assert [d["stage"] for d in c.details] == ["rule", "llm", "llm", "rule"]
-    assert c.details[2]["rule"]["failure"] == "timeout"
+    assert [o.detail["stage"] for o in out] == ["rule", "llm", "llm", "rule"]
+    assert out[2].detail["rule"]["failure"] == "timeout"
     summary = c.stats.as_dict()["cascade"]
     assert (summary["decided_by_rule"], summary["decided_by_llm"], summary["llm_requests_saved"]) == (2, 2, 2)
     assert cascade.rename(EXACT_MATCH.scores(YES)) == {"cascade_exact_match": 1.0, "judge_failed": 0.0}

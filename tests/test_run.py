@@ -1,4 +1,5 @@
-"""run.py at our own seam: real JudgeClients (real parsers, real cache) over fake in-process backends.
+"""The run's one pool (judging/schedule.py) and its wiring (harness/run.py) at our own seam: real
+JudgeClients (real parsers, real cache) over fake in-process backends.
 
 The end-to-end proof through the lm_eval CLI is tests/test_run_e2e.py.
 """
@@ -13,7 +14,10 @@ from typing import Any, Callable
 import pytest
 
 from lm_eval_mathjudge.judging import client as client_module
-from lm_eval_mathjudge.harness import run
+from lm_eval_mathjudge.cost import spend
+from lm_eval_mathjudge.harness import recovery, run
+from lm_eval_mathjudge.judging import schedule
+from lm_eval_mathjudge.judging.panel import Panel
 from lm_eval_mathjudge.judging.cache import Reply, ReplyCache
 from lm_eval_mathjudge.judging.client import JudgeClient
 from lm_eval_mathjudge.settings.schema import JudgeSettings
@@ -95,14 +99,14 @@ def responses(task: str, n: int, *, duplicate_every: int = 0) -> list[str]:
 
 
 def job(name: str, judge: JudgeClient, texts: list[str], renders: list[int] | None = None,
-        skip: set[int] = frozenset()) -> run.Job:
+        skip: set[int] = frozenset()) -> schedule.Job:
     def render(i: int) -> JudgeRequest | Outcome:
         if renders is not None:
             renders.append(i)
         if i in skip:
             return Outcome(failure="no_media", error="the generator made no image")
         return JudgeRequest(prompt=texts[i])
-    return run.Job.build(name, judge, len(texts), render)
+    return schedule.Job.build(name, judge, len(texts), render)
 
 
 def test_tasks_of_different_backends_share_one_pool_and_keep_their_own_outcomes():
@@ -112,7 +116,7 @@ def test_tasks_of_different_backends_share_one_pool_and_keep_their_own_outcomes(
     jobs = [job("gsm8k_gpt4em", client(em), responses("gsm8k", 12)),
             job("math500_gpt4em", client(em), responses("math500", 12)),
             job("gsm8k_vlmjudge", client(vlm, parse=parse_vlm), responses("gsm8k-vlm", 12))]
-    run.judge(jobs, "judging 3 tasks", progress=False)
+    schedule.judge(jobs, "judging 3 tasks", progress=False)
 
     assert frozenset({"em-judge", "vlm-judge"}) in clock.overlap  # both backends in flight at once
     assert clock.max_total == 4  # one limit for the run (not 4 per task: that would reach 12)
@@ -127,7 +131,7 @@ def test_the_pool_is_as_wide_as_the_widest_client():
     clock = Clock()
     backend = Backend("em-judge", clock, em_reply, delay=0.05)
     jobs = [job(f"t{k}", client(backend, concurrency=c), responses(f"t{k}", 10)) for k, c in enumerate((2, 6))]
-    run.judge(jobs, "judging", progress=False)
+    schedule.judge(jobs, "judging", progress=False)
     assert clock.max_total == 6
 
 
@@ -138,7 +142,7 @@ def test_requests_are_keyed_once_then_rendered_again_only_for_their_call():
     assert renders == list(range(9)) and j.keys[8] is None
     assert (j.client.stats.requests, j.client.stats.unique) == (8, 6)
     renders.clear()
-    run.judge([j], "judging", progress=False)
+    schedule.judge([j], "judging", progress=False)
     assert sorted(renders) == [0, 1, 2, 4, 5, 7]  # one render per unique request; no duplicate, no skipped
     assert j.outcome(3) == j.outcome(2) and j.outcome(8).failure == "no_media"
 
@@ -154,7 +158,7 @@ def test_a_task_whose_judge_is_refused_fails_alone():
     good = Backend("em-judge", clock, em_reply)
     jobs = [job("a_vlmjudge", client(bad, parse=parse_vlm), responses("a", 8)),
             job("b_gpt4em", client(good), responses("b", 8))]
-    run.judge(jobs, "judging", progress=False)
+    schedule.judge(jobs, "judging", progress=False)
     assert all(jobs[0].outcome(i).transport_failed for i in range(8))
     assert jobs[0].client.fatal_error is not None and jobs[1].client.fatal_error is None
     assert [jobs[1].outcome(i).verdict.correct for i in range(8)] == [i % 2 == 1 for i in range(8)]
@@ -171,13 +175,13 @@ def test_an_unexpected_error_stays_with_its_task():
         return JudgeRequest(prompt=texts[i])
     renders_seen: list[int] = []
     backend = Backend("em-judge", clock, em_reply)
-    bad = run.Job.build("a_gpt4em", client(backend), 6, broken)
+    bad = schedule.Job.build("a_gpt4em", client(backend), 6, broken)
     good = job("b_gpt4em", client(backend), responses("b", 6))
-    run.judge([bad, good], "judging", progress=False)
+    schedule.judge([bad, good], "judging", progress=False)
     assert isinstance(bad.error, KeyError)
-    assert "a_gpt4em: judging failed" in run.failure_message(bad)
+    assert "a_gpt4em: judging failed" in schedule.failure_message(bad)
     assert good.error is None and len(good.outcomes) == 6
-    run.summarise([bad, good])  # the run's cost table still adds up what was paid
+    schedule.summarise([bad, good])  # the run's cost table still adds up what was paid
     assert good.cost["cost"]["calls"] == 6 and good.cost["run_cost"]["total"]["calls"] == len(backend.calls)
 
 
@@ -190,7 +194,7 @@ def test_transient_failures_are_outcomes_of_their_own_task():
     down.reply = flaky
     jobs = [job("a", client(down, max_retries=1), responses("a", 3)),
             job("b", client(Backend("em-up", clock, em_reply)), responses("b", 3))]
-    run.judge(jobs, "judging", progress=False)
+    schedule.judge(jobs, "judging", progress=False)
     assert [jobs[0].outcome(i).transport_failed for i in range(3)] == [True] * 3
     assert not any(jobs[1].outcome(i).failure for i in range(3))
     assert jobs[0].client.stats.failures and not jobs[1].client.stats.failures
@@ -204,10 +208,10 @@ def test_cached_requests_are_settled_and_cost_no_call(tmp_path):
         texts = responses("gsm8k", 4)
         first = job("gsm8k", client(backend, cache=cache), texts)
         assert not any(first.client.settled(k) for k in first.first_slot)
-        run.judge([first], "judging", progress=False)
+        schedule.judge([first], "judging", progress=False)
         again = job("gsm8k", client(backend, cache=cache), texts)
         assert all(again.client.settled(k) for k in again.first_slot)
-        run.judge([again], "judging", progress=False)
+        schedule.judge([again], "judging", progress=False)
         assert len(backend.calls) == 4 and again.client.stats.cache_hits == 4
     finally:
         cache.close()
@@ -219,7 +223,7 @@ class Task:
     def __init__(self, joins: bool = True):
         self.joins = joins
 
-    def _joins_run(self) -> bool:
+    def joins_run(self) -> bool:
         return self.joins
 
 
@@ -245,16 +249,16 @@ def test_the_schedule_takes_tasks_in_turn_then_the_slow_one_first():
     clock = Clock()
     backend = Backend("em-judge", clock, em_reply)
     fast, slow = (job(name, client(backend), responses(name, 6)) for name in ("fast", "slow"))
-    schedule = run.Schedule([fast, slow])
-    assert schedule.total == 12
-    picks = [schedule.next()[0].name for _ in range(4)]
+    pick = schedule.Schedule([fast, slow])
+    assert pick.total == 12
+    picks = [pick.next()[0].name for _ in range(4)]
     assert picks == ["fast", "slow", "fast", "slow"]  # equal work left: in turn
-    schedule.done(fast, 0.1)
-    schedule.done(slow, 2.0)
-    assert [schedule.next()[0].name for _ in range(4)] == ["slow"] * 4  # 4 x 2 s left beats 4 x 0.1 s
-    assert [schedule.next()[0].name for _ in range(4)] == ["fast"] * 4
+    pick.done(fast, 0.1)
+    pick.done(slow, 2.0)
+    assert [pick.next()[0].name for _ in range(4)] == ["slow"] * 4  # 4 x 2 s left beats 4 x 0.1 s
+    assert [pick.next()[0].name for _ in range(4)] == ["fast"] * 4
     with pytest.raises(ValueError):
-        schedule.next()  # every request was handed out once
+        pick.next()  # every request was handed out once
 
 
 @pytest.mark.parametrize("settings, raised, words", [
@@ -267,7 +271,7 @@ def test_dry_run_and_budget_stop_before_any_call_and_count_the_whole_run(tmp_pat
     backend = Backend("gpt-4o", clock, em_reply)
     jobs = [job(name, client(backend, **settings), responses(name, 5), renders) for name in ("a", "b")]
     with pytest.raises(Exception) as caught:
-        run.check_spend(run.parts_of(jobs), str(tmp_path))
+        spend.check_spend(schedule.parts_of(jobs), saved=functools.partial(recovery.keep_generations, str(tmp_path)))
     assert type(caught.value).__name__ == raised
     text = str(caught.value)
     assert words in text and "10 judge call(s)" in text
@@ -278,19 +282,42 @@ def test_without_dry_run_or_budget_nothing_is_estimated(tmp_path):
     renders = []
     jobs = [job("a", client(Backend("gpt-4o", Clock(), em_reply)), responses("a", 5), renders)]
     renders.clear()
-    run.check_spend(run.parts_of(jobs), str(tmp_path))
+    spend.check_spend(schedule.parts_of(jobs), saved=functools.partial(recovery.keep_generations, str(tmp_path)))
     assert renders == []  # no request rendered for an estimate nobody asked for
 
 
 def test_a_panel_task_gets_a_cost_block_with_every_member():
     clock = Clock()
     members = [client(Backend(name, clock, em_reply)) for name in ("gpt-4o", "gpt-4o-mini")]
-    for member in members:
-        member.judge_all([JudgeRequest(prompt=text) for text in responses("p", 4)])
-    block = run.summarise_members("gsm8k_gpt4em", members)["cost"]
+    texts = responses("p", 4)
+    panel = Panel([("openai:gpt-4o", members[0]), ("openai:gpt-4o-mini", members[1])], "majority", 2,
+                  lambda verdict: {"correct": verdict.correct})
+    j = schedule.Job.build("gsm8k_gpt4em", panel, len(texts), lambda i: JudgeRequest(prompt=texts[i]), members)
+    schedule.judge([j], "judging", progress=False)
+    schedule.summarise([j])
+    block = j.cost["cost"]
     assert block["calls"] == 8 and block["requests"] == 8
     assert set(block["judges"]) == {"openai:gpt-4o", "openai:gpt-4o-mini"}
     assert block["usd"] is not None and block["usd"] > 0
+    assert j.cost["run_cost"]["total"]["calls"] == 8  # the run's one cost table holds both members
+    assert [j.outcome(i).verdict.correct for i in range(4)] == [i % 2 == 1 for i in range(4)]
+
+
+def test_panel_members_are_asked_at_once_inside_the_one_pool():
+    """A panel is one request to the pool; its members are in flight together, not one after another."""
+    clock = Clock()
+    a, b = (Backend(name, clock, em_reply, delay=0.05) for name in ("judge-a", "judge-b"))
+    members = [client(a, concurrency=1), client(b, concurrency=1)]
+    panel = Panel([("a", members[0]), ("b", members[1])], "majority", 2, lambda verdict: {})
+    plain = client(Backend("judge-c", clock, em_reply, delay=0.05), concurrency=2)  # the pool: 2 wide
+    texts = responses("p", 4)
+    jobs = [schedule.Job.build("panel", panel, 4, lambda i: JudgeRequest(prompt=texts[i]), members),
+            job("plain", plain, responses("q", 4))]
+    schedule.judge(jobs, "judging", progress=False)
+    assert frozenset({"judge-a", "judge-b"}) in clock.overlap  # one panel request, both members at once
+    assert any({"judge-c"} < live for live in clock.overlap)  # and the plain task beside it, same pool
+    assert [m.stats.calls for m in members] == [4, 4] and plain.stats.calls == 4
+    panel.close()
 
 
 # ---------------------------------------------------------------- batch mode, batch_wait=false
@@ -300,6 +327,9 @@ class _BatchClient:
     def __init__(self, name: str, outcome: str):
         self.name, self.outcome, self.batch_mode, self.prefilled = name, outcome, outcome != "online", []
         self.settings = JudgeSettings(mode="batch")
+
+    def key(self, request) -> str:
+        return f"{self.name}:{request.prompt}"
 
     def prefill(self, items):
         from lm_eval_mathjudge.batch.base import BatchPending
@@ -329,11 +359,22 @@ def test_every_task_submits_its_batch_before_the_run_stops(outcomes, pending_job
     jobs = [_BatchJob(f"t{i}", outcome) for i, outcome in enumerate(outcomes)]
     if pending_jobs:
         with pytest.raises(BatchPending) as info:
-            run.submit_all_batches(jobs)
+            schedule.submit_all_batches(jobs, saved=lambda: "The generations of 3 task(s) are saved in x.")
         assert list(info.value.job_ids) == pending_jobs
         assert all(job_id in str(info.value) for job_id in pending_jobs)
         assert "generations" in str(info.value)  # what was kept for the rerun is said, once for the run
     else:
-        run.submit_all_batches(jobs)
+        schedule.submit_all_batches(jobs)
     # every batch task was submitted, not only the ones before the first stop
     assert [job.client.prefilled for job in jobs] == [[3] if o != "online" else [] for o in outcomes]
+
+
+def test_a_batch_panel_submits_every_member_before_it_stops():
+    from lm_eval_mathjudge.batch.base import BatchPending
+
+    members = [_BatchClient("a", "pending"), _BatchClient("b", "online"), _BatchClient("c", "pending")]
+    panel = Panel([(m.name, m) for m in members], "majority", 2, lambda verdict: {})
+    with pytest.raises(BatchPending) as info:
+        panel.prefill([("k0", JudgeRequest(prompt="x")), ("k1", JudgeRequest(prompt="y"))])
+    assert list(info.value.job_ids) == ["job-a", "job-c"]  # the first pending member did not stop the last
+    assert [m.prefilled for m in members] == [[2], [], [2]]

@@ -7,8 +7,10 @@ GPT4-EM judge is a loopback OpenAI server that records which task each request i
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
+from collections import Counter
 
 import pytest
 
@@ -190,3 +192,85 @@ def test_a_task_whose_judge_is_down_fails_alone_and_the_others_verdicts_are_kept
     assert results["gsm8k_gpt4em"]["gpt4_exact_match,none"] == pytest.approx(2 / 3)
     assert results["gsm8k_vlmjudge"]["final_correct,none"] == pytest.approx(2 / 3)
     assert again.results()["configs"]["gsm8k_gpt4em"]["metadata"]["judge"]["run"]["cache_hits"] == N
+
+
+class ByModel:
+    """A judge that takes ``latency`` seconds per call and notes which judge models are in flight together."""
+
+    def __init__(self, latency: float):
+        self.latency = latency
+        self.lock = threading.Lock()
+        self.live: dict[str, int] = {}
+        self.together: set[frozenset[str]] = set()  # the models in flight at each moment a call starts
+        self.max_calls_at_once = 0
+
+    def __call__(self, body: dict) -> str:
+        model = body["model"]
+        with self.lock:
+            self.live[model] = self.live.get(model, 0) + 1
+            self.together.add(frozenset(m for m, n in self.live.items() if n))
+            self.max_calls_at_once = max(self.max_calls_at_once, sum(self.live.values()))
+        try:
+            time.sleep(self.latency)
+        finally:
+            with self.lock:
+                self.live[model] -= 1
+        content = body["messages"][-1]["content"]
+        text = content if isinstance(content, str) else "\n".join(p.get("text", "") for p in content)
+        right = WRONG not in text.rsplit("\\boxed", 1)[-1]
+        if model == "vlm-judge":
+            flag = int(right)
+            return (f"INTERMEDIATE_CORRECT: {flag}\nFINAL_CORRECT: {flag}\nACTION_REFLECTION: 0\n"
+                    f"EXPLANATION: the final answer {'matches' if flag else 'does not match'} the official one.")
+        return (f"Error Analysis: the student's final answer {'agrees' if right else 'disagrees'} with the "
+                f"reference.\nFinal Verdict: {'Correct' if right else 'Incorrect'}")
+
+
+@pytest.mark.e2e_versions  # lm-eval 0.5 reaches apply_filters another way: the one pool must hold there too
+def test_a_panel_task_and_a_plain_task_share_the_runs_one_pool(data_slice, tmp_path, monkeypatch):
+    """GPT4-EM by a panel of two judges and a plain VLM judge in one lm_eval call: one pass, one bar,
+    one cost table; the panel's members and the plain judge are in flight at the same time. Each task's
+    lm-eval filters run once (the pass that judges a task before lm-eval reaches it does not run them again)."""
+    from lm_eval_mathjudge import compat
+
+    stock = compat.TaskBase.__mro__[1]  # lm-eval's own task class, whose apply_filters runs the filters
+    filtered: Counter = Counter()
+
+    def counted(task):
+        filtered[task.config.task] += 1
+        return original(task)
+    original = stock.apply_filters
+    monkeypatch.setattr(stock, "apply_filters", counted)
+    n = 6
+    data_dir = data_slice(n)
+    generations = tmp_path / "generations.jsonl"
+    _generations(data_dir, generations)
+    judge = ByModel(latency=0.2)
+    width = 3
+    with ChatCompletionsServer(judge, models=["judge-a", "judge-b", "vlm-judge"]) as server:
+        metadata = {"judge_base_url": server.url, "judge_concurrency": width,
+                    "gpt4em_judge_panel": [{"model": "judge-a"}, {"model": "judge-b"}],
+                    "vlm_judge_backend": "openai", "vlm_judge_model": "vlm-judge"}
+        run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={generations}",
+                           "--tasks", "gsm8k_gpt4em,gsm8k_vlmjudge", "--log_samples",
+                           "--metadata", json.dumps(metadata)],
+                          {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
+                           "OPENAI_API_KEY": CANARY_KEY}, tmp_path / "out")
+        assert run.returncode == 0, run.stderr[-4000:]
+        assert server.call_count == 3 * n  # each panel member and the VLM judge judged every sample once
+
+    assert any({"judge-a", "judge-b", "vlm-judge"} <= live for live in judge.together), judge.together
+    assert judge.max_calls_at_once <= 2 * width  # the pool's width in requests, a panel request is two calls
+    assert run.stderr.count("judging 2 tasks") >= 1 and "judging gsm8k_gpt4em" not in run.stderr
+    assert run.stderr.count("judge cost (USD") == 1  # one table for the run
+    results = run.results()
+    assert results["results"]["gsm8k_gpt4em"]["gpt4_exact_match,none"] == pytest.approx(2 / 3)
+    assert results["results"]["gsm8k_vlmjudge"]["final_correct,none"] == pytest.approx(2 / 3)
+    panel_meta = results["configs"]["gsm8k_gpt4em"]["metadata"]["judge"]
+    assert [m["judge_calls"] for m in panel_meta["run"]["panel"]["members"]] == [n, n]
+    assert set(panel_meta["cost"]["judges"]) == {"openai:judge-a", "openai:judge-b"}
+    assert panel_meta["run_cost"]["total"]["calls"] == 3 * n and len(panel_meta["run_cost"]["tasks"]) == 2
+    records = [json.loads(s["filtered_resps"][0]) for s in run.samples("gsm8k_gpt4em")]
+    assert all([m["judge"] for m in r["panel"]] == ["openai:judge-a", "openai:judge-b"] for r in records)
+    if os.environ.get("MJ_TEST_PROCESS") != "1":  # lm_eval ran in this process, so the counter saw it
+        assert filtered == {"gsm8k_gpt4em": 1, "gsm8k_vlmjudge": 1}

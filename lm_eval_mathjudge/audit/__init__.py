@@ -3,8 +3,9 @@
 A fixed, versioned battery of adversarial answers (``battery.py``,
 ``battery_v<N>.json``) is paired with real problems of each task's data set
 and judged by the task's own judge, exactly as its samples would be
-(``JudgedTask.judge_apart``: the same settings, template, cache, limits,
-retries, batch mode, panel or cascade; dry run and budget first). The outcomes
+(``JudgedTask.build_judge`` and ``requests_for``: the same settings, template,
+cache, limits, retries, batch mode, panel or cascade; dry run and budget first,
+then every audited task's answers through one pool, ``judging/schedule.py``). The outcomes
 become false-positive rates per attack family with Wilson intervals, control
 accuracies and judge failures (``score.py``), and the calls go into the cost
 ledger (``cost.Ledger``).
@@ -43,25 +44,33 @@ def audit_tasks(tasks: Sequence[Any], limit: int | None = None, ledger: Any = No
     """
     from ..cost.ledger import Ledger
     from ..cost.spend import check_spend
+    from ..judging import schedule
 
     battery = load()
     ledger = Ledger() if ledger is None else ledger
-    plans: list[tuple[Any, list[Item], list, Any, list]] = []  # (task, items, requests, client, member clients)
+    plans: list[tuple[Any, list[Item], Any, list]] = []  # (task, items, its job, member clients)
     try:
         for task in tasks:
             items = build(task.config.task, list(task.eval_docs), limit or task.options.audit_limit, battery)
             client, members = task.build_judge()
-            plans.append((task, items, task.requests_for([(i.doc, i.response) for i in items]), client, members))
-        check_spend([part for task, _, built, _, members in plans
-                     for part in task.spend_parts(members, built, ledger_name(task.config.task))],
-                    saved)
-        results = [(task, items, task.judge_built(client, built, ledger_name(task.config.task)))
-                   for task, items, built, client, _ in plans]
+            try:
+                built = task.requests_for([(i.doc, i.response) for i in items])
+                job = schedule.Job.build(ledger_name(task.config.task), client, len(built), built.__getitem__, members)
+            except BaseException:
+                client.close()
+                raise
+            plans.append((task, items, job, members))
+        jobs = [job for _, _, job, _ in plans]
+        check_spend(schedule.parts_of(jobs), saved)
+        schedule.submit_all_batches(jobs, saved if callable(saved) else lambda: saved)
+        names = [job.name for job in jobs]
+        schedule.judge(jobs, f"judging {names[0]}" if len(names) == 1 else f"judging {len(names)} audits")
+        results = [(task, items, job.slot_outcomes()) for task, items, job, _ in plans]
     finally:
-        for task, _, _, client, members in plans:
+        for task, _, job, members in plans:
             for member in members:
                 ledger.record_stats(ledger_name(task.config.task), member.settings, member.stats)
-            client.close()
+            job.client.close()
     return _report(battery, results, limit, ledger)
 
 

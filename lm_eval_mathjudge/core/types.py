@@ -101,6 +101,7 @@ class Outcome:
     cached: bool = False
     calls: int = 0
     usage: Mapping[str, int] = field(default_factory=dict)
+    detail: Mapping[str, Any] = field(default_factory=dict)  # what a panel or a cascade adds to the record
 
     @property
     def transport_failed(self) -> bool:

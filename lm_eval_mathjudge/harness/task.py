@@ -1,14 +1,17 @@
-"""lm-eval glue: a ConfigurableTask whose metrics come from a judge.
+"""The judged task the YAMLs name: lm-eval's hooks, and one task's samples turned into judge requests and scores.
 
 lm-eval calls ``process_results`` once per doc, sequentially; judging there
 would cost N x latency. Instead ``apply_filters`` (which lm-eval calls once
-per task, after all generations) judges every (doc, response) of the task in
-one concurrent batch, and ``process_results`` only reads the verdicts. So the
-metrics still flow through lm-eval's own aggregation (mean, stderr),
-``--log_samples`` and loggers. A panel of judges (``panel.py``) or a rule-then-LLM
-cascade (``cascade.py``) stands in for the single client when the settings ask for one. The judge
-audit (``audit/``) judges its answers with a fresh copy of the same judge (``build_judge``,
-``requests_for``, ``judge_built``); with ``judge_audit=true`` it runs after the task is judged.
+per task, after all generations) runs the task's filters once and, through
+``run.py``, judges its samples with every other pending task in the run's one
+pool (``judge_spec`` says what to judge and where the outcomes go); then it
+turns each outcome into the sample's record and scores, and ``process_results``
+only reads them. So the metrics still flow through lm-eval's own aggregation
+(mean, stderr), ``--log_samples`` and loggers. A panel of judges or a
+rule-then-LLM cascade (``judging/factory.py``) is just another judge of one
+request. The judge audit (``audit/``) judges its answers with a fresh copy of
+the same judge (``build_judge``, ``requests_for``); with ``judge_audit=true`` it
+runs after the task is judged.
 
 Task YAMLs select this class with ``class: !function
 lm_eval_mathjudge.harness.task.JudgedTask`` and describe the judge in a
@@ -29,22 +32,22 @@ from collections import Counter
 from typing import Any
 
 from .. import compat, generators
-from ..backends import endpoints
 from ..calls import stop
 from ..compat import TaskBase
-from ..core import docs as data, flags, prompts
+from ..core import docs as data, flags
 from ..core.errors import ConfigError, JudgeRunError, MediaError
 from ..core.judges import JUDGE_FAILED, JUDGES, Judge
 from ..core.media import refused as media_refused
-from ..core.redact import public_url, redact
+from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome, clean_text
 from ..cost import budget, prices
-from ..judging import cascade, factory
+from ..cost.spend import Part
+from ..judging import cascade, factory, schedule
 from ..judging.client import JudgeClient, outcome_from_error
-from ..judging.panel import Panel
+from ..judging.schedule import Job, TaskSpec
 from ..settings.layers import resolve_run_options, resolve_settings
-from ..settings.schema import JudgeSettings, RunOptions, judge_label, pipeline_label
-from . import recovery, run
+from ..settings.schema import JudgeSettings, RunOptions
+from . import provenance, recovery, run
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +71,8 @@ class JudgedTask(TaskBase):
         self._settings: JudgeSettings = resolve_settings(self._judge.name, block.get("settings"),
                                                          config.get("metadata"))
         self._options: RunOptions = resolve_run_options(self._judge.name, block.get("settings"), config.get("metadata"))
-        self._members = self._member_settings(block.get("settings"), config.get("metadata"))
+        self._members = factory.member_settings(self._judge.name, self._options, self._settings,
+                                                block.get("settings"), config.get("metadata"))
         for member in self._members:  # a bad price override is a load-time error, not a surprise after paying
             if member.prices is not None:
                 prices.load_overrides(member.prices)
@@ -77,9 +81,10 @@ class JudgedTask(TaskBase):
                                      for m in config["metric_list"]]
         self._scores: dict[str, dict[str, float]] = {}
         self._docs: dict[str, tuple[Any, Any]] = {}  # split -> (the dataset it came from, processed docs)
-        self._client: JudgeClient | None = None
+        self._client: Any = None  # a JudgeClient, a Panel or a Cascade (judging/factory.py)
         self._fatal = None
-        self._job: run.Job | None = None  # this task's share of the run's judge pass (run.py)
+        self._filtered: tuple[Any] | None = None  # (what apply_filters returns), once the filters ran
+        self._judged: tuple[list[tuple[Any, str]], Job] | None = None  # (slots, this task's share of the pass)
         self._members_open: list[JudgeClient] = []
         self._media_dirs: tuple[str, ...] | None = None  # where media may be attached from (_media_roots)
         register_metrics()
@@ -87,7 +92,9 @@ class JudgedTask(TaskBase):
             raise ConfigError(f"task {config.get('task')}: repeats > 1 is not supported by judged tasks (only one "
                               "response per doc would be judged); use repeats: 1")
         super().__init__(data_dir=data_dir, cache_dir=cache_dir, download_mode=download_mode, config=config)
-        self.config.metadata = {**(self.config.metadata or {}), "judge": self._provenance()}
+        # What the results record about the judge; the run adds its stats, cost and audit to a copy.
+        self._judge_record = provenance.judge_record(self._judge, self._settings, self._options, self._members)
+        self.config.metadata = {**(self.config.metadata or {}), "judge": dict(self._judge_record)}
 
     # ------------------------------------------------------------------ lm-eval hooks
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs) -> None:
@@ -131,6 +138,7 @@ class JudgedTask(TaskBase):
         # not earlier than the model either): a judge that cannot work stops the run here.
         if not self._bypassed():
             self._open_judge()
+        self._filtered = None  # new instances: their filters have not run
         super().build_all_requests(**kwargs)
         recovery.track(self, rank=kwargs.get("rank") or 0)
         if not self._bypassed():
@@ -145,12 +153,9 @@ class JudgedTask(TaskBase):
             return result
         try:
             recovery.checkpoint(self._settings.resolved_cache_dir())  # before any call, budget check or batch job
-            if self._job is None and self._joins_run():
+            if self._judged is None:
                 run.run_pass(self)  # judges this task and every other pending judged task in one pool
-            if self._job is not None:
-                self._finish_job()
-            else:  # a panel or a cascade: its own judge_all
-                self._judge_instances()
+            self._finish()
             if self._options.audit:  # judge_audit=true: the judge's gullibility, beside the scores
                 from .. import audit
 
@@ -178,47 +183,55 @@ class JudgedTask(TaskBase):
 
     # ------------------------------------------------------------------ judging
     def _filter(self):
-        for inst in self._instances:  # invalid Unicode in one response must not break the task or lm-eval's files
-            if inst.resps:
-                inst.resps = [clean_text(r) if isinstance(r, str) else r for r in inst.resps]
-        return super().apply_filters()
+        """lm-eval's filters, once per set of instances (the run's pass may have run them for this task)."""
+        if self._filtered is None:
+            for inst in self._instances:  # invalid Unicode in one response must not break the task or lm-eval's files
+                if inst.resps:
+                    inst.resps = [clean_text(r) if isinstance(r, str) else r for r in inst.resps]
+            self._filtered = (super().apply_filters(),)
+        return self._filtered[0]
 
-    def _joins_run(self) -> bool:
-        """Judged by the run's one pool: one plain judge, every response generated, not judged yet."""
-        return (self._job is None and isinstance(self._client, JudgeClient) and not self._bypassed()
+    def joins_run(self) -> bool:
+        """Judged by the run's one pool now: judge open, every response generated, not judged yet."""
+        return (self._judged is None and self._client is not None and not self._bypassed()
                 and bool(self._instances) and all(inst.resps for inst in self._instances))
 
-    def _slots(self) -> list[tuple[Any, str]]:
-        return [(inst, key) for inst in self._instances for key in inst.filtered_resps]
-
-    def _start_job(self) -> run.Job:
-        """Filter this task's responses and key its judge requests (run.py judges them with the others)."""
+    def judge_spec(self) -> TaskSpec:
+        """What the run's pool judges for this task: its filtered responses, as judge requests."""
         self._filter()
-        slots = self._slots()
+        slots = [(inst, key) for inst in self._instances for key in inst.filtered_resps]
 
         def render(i: int) -> JudgeRequest | Outcome:
             inst, key = slots[i]
             return self._build_request(inst.doc, _as_text(inst.filtered_resps[key]))
 
-        return run.Job.build(self.config.task, self._client, len(slots), render)
+        def record(job: Job) -> None:
+            self._judged = (slots, job)
 
-    def _finish_job(self) -> None:
-        """Write this task's verdicts into its instances and stats; raise for its own failures only."""
-        job, client = self._job, self._client
+        audit = (self._audit_key(), self._audit_parts) if self._options.audit else None
+        return TaskSpec(name=self.config.task, judge=self._client, members=tuple(self._members_open),
+                        slots=len(slots), render=render, record=record,
+                        cache_dir=self._settings.resolved_cache_dir(), audit=audit)
+
+    def _finish(self) -> None:
+        """Write this task's outcomes into its instances, scores and metadata; raise for its own failures only."""
+        slots, job = self._judged
+        client = self._client
         if job.error is not None:
-            raise JudgeRunError(run.failure_message(job) + " "
+            raise JudgeRunError(schedule.failure_message(job) + " "
                                 + recovery.keep_generations(self._settings.resolved_cache_dir())) from job.error
-        slots = self._slots()  # apply_filters ran the filters again: same instances, same order
-        outcomes = [job.outcome(i) for i in range(len(slots))]
+        outcomes = job.slot_outcomes()
         flagged = []
         for (inst, key), outcome in zip(slots, outcomes):
             response = _as_text(inst.filtered_resps[key])
-            fields = self._record(response, outcome)
+            fields = {**self._record(response, outcome), **outcome.detail}
             record = json.dumps(fields, ensure_ascii=False)
-            self._scores[record] = self._judge.scores(outcome.verdict)
+            scores = self._judge.scores(outcome.verdict)
+            self._scores[record] = cascade.rename(scores) if self._options.cascade else scores
             flagged.append((fields["judge_flags"], self._scores[record]))
             inst.filtered_resps[key] = record
-        self._note_stats(client, outcomes, [job.keys[i] is None for i in range(len(slots))])
+        self.config.metadata["judge"]["run"] = provenance.run_stats(self.config.task, client, job.failures(),
+                                                                    list(job.skipped.values()))
         self._note_flags(flagged)
         if job.cost is not None:
             self.config.metadata["judge"].update(job.cost)
@@ -228,24 +241,6 @@ class JudgedTask(TaskBase):
     def _bypassed(self) -> bool:
         return self._compat_predict_only()  # --predict_only: no judging at all
 
-    def _member_settings(self, yaml_settings, metadata) -> list[JudgeSettings]:
-        """The judges a panel or cascade runs, each resolved like the task's own settings."""
-        if self._options.panel:
-            members = [resolve_settings(self._judge.name, yaml_settings, metadata, overrides=m)
-                       for m in self._options.panel]
-            seen = [m.public() for m in members]
-            if any(seen.count(m) > 1 for m in seen):
-                raise ConfigError("judge_panel names the same judge twice (identical settings): it would only "
-                                  "repeat its cached verdicts; give each member another backend or model")
-            return members
-        if self._options.cascade:
-            if self._settings.backend == "local":
-                raise ConfigError("judge_cascade sends what the local rule does not accept to an LLM judge, but "
-                                  "the judge backend is local; set judge_backend to openai, azure or gemini")
-            return [resolve_settings(self._judge.name, yaml_settings, metadata, overrides={"backend": "local"}),
-                    self._settings]
-        return [self._settings]
-
     def _open_judge(self) -> None:
         if self._client is None:
             self._client, self._members_open = self.build_judge()
@@ -253,68 +248,20 @@ class JudgedTask(TaskBase):
     def build_judge(self) -> tuple[Any, list[JudgeClient]]:
         """A new copy of this task's judge (one client, a panel or a cascade) and its member clients; the
         caller closes it. The task judges its samples with one; the judge audit opens another."""
-        clients: list[tuple[str, JudgeClient]] = []
-        try:
-            for settings in self._members:
-                clients.append((_label(settings, clients), self._open_client(settings)))
-        except BaseException:
-            for _, client in clients:
-                client.close()
-            raise
-        members = [client for _, client in clients]
-        if self._options.panel:
-            return Panel(clients, self._options.panel_rule, self._options.quorum, self._judge.describe), members
-        if self._options.cascade:
-            return cascade.Cascade(clients[0], clients[1], self._judge.describe), members
-        return clients[0][1], members
-
-    def _open_client(self, settings: JudgeSettings) -> JudgeClient:
-        return factory.open_client(self._judge, settings)
+        return factory.open_judge(self._judge, self._options, self._members)
 
     def _close_judge(self) -> None:
         self._members_open = []
         self._media_dirs = None
-        self._job = None  # its outcomes are in the instances now; the keys can go
+        self._judged = None  # its outcomes are in the instances now; the keys can go
         if self._client is not None:
             self._client.close()
             self._client = None
 
-    def _judge_instances(self) -> None:
-        slots = [(inst, key, _as_text(value)) for inst in self._instances
-                 for key, value in inst.filtered_resps.items()]
-        self._open_judge()
-        outcomes, details = self._run_judge([(inst.doc, response) for inst, _, response in slots])
-        flagged = []
-        for (inst, key, response), outcome, detail in zip(slots, outcomes, details):
-            fields = {**self._record(response, outcome), **detail}
-            record = json.dumps(fields, ensure_ascii=False)
-            scores = self._judge.scores(outcome.verdict)
-            self._scores[record] = cascade.rename(scores) if self._options.cascade else scores
-            flagged.append((fields["judge_flags"], self._scores[record]))
-            inst.filtered_resps[key] = record
-        self._note_flags(flagged)
-        self._raise_for_transport_failures(outcomes)
-
-    def _run_judge(self, pairs: list[tuple[dict, str]]) -> tuple[list[Outcome], list[dict[str, Any]]]:
-        """One outcome per pair, and what a panel or cascade adds to each sample's record."""
-        client = self._client
-        built = self.requests_for(pairs)
-        # Panels and cascades judge on their own path; the dry run and budget still come first (a
-        # cascade's LLM stage is estimated on every request: the most it can be asked).
-        run.check_spend(self.spend_parts(self._members_open, built, self.config.task) + self._audit_parts(),
-                        self._settings.resolved_cache_dir())
-        outcomes = self.judge_built(client, built, self.config.task)
-        extra = iter(getattr(client, "details", None) or [{}] * sum(isinstance(b, JudgeRequest) for b in built))
-        details = [next(extra) if isinstance(item, JudgeRequest) else {} for item in built]
-        self._note_stats(client, outcomes, [not isinstance(item, JudgeRequest) for item in built])
-        self.config.metadata["judge"].update(run.summarise_members(self.config.task, self._members_open))
-        self._fatal = client.fatal_error
-        return outcomes, details
-
     # ------------------------------------------------------------------ judging answers that are not samples
-    # The judge audit (lm_eval_mathjudge.audit) judges its answers through these, exactly as the samples are
-    # judged: a fresh copy of the task's judge (same settings, template, cache, limits, retries, batch mode,
-    # panel or cascade), its requests built by the task's own template, the dry run and budget checked first.
+    # The judge audit (lm_eval_mathjudge.audit) judges its answers exactly as the samples are judged: a
+    # fresh copy of the task's judge (same settings, template, cache, limits, retries, batch mode, panel
+    # or cascade), its requests built by the task's own template, through the same pool (schedule.py).
     @property
     def judge(self) -> Judge:
         return self._judge
@@ -326,43 +273,19 @@ class JudgedTask(TaskBase):
     def requests_for(self, pairs: list[tuple[dict, str]]) -> list[JudgeRequest | Outcome]:
         return [self._build_request(doc, response) for doc, response in pairs]
 
-    @staticmethod
-    def spend_parts(members: list[JudgeClient], built: list, name: str) -> list[run.Part]:
-        """What each member would be asked for ``built``, for the dry run and budget (``run.check_spend``)."""
-        todo = [item for item in built if isinstance(item, JudgeRequest)]
-        return [run.Part(name, member, lambda m=member: ((m.key(r), r) for r in todo)) for member in members]
-
-    @staticmethod
-    def judge_built(client: Any, built: list, name: str) -> list[Outcome]:
-        """One outcome per built item: requests judged by ``client``, an Outcome already there kept."""
-        todo = [item for item in built if isinstance(item, JudgeRequest)]
-        judged = iter(client.judge_all(todo, desc=f"judging {name}"))
-        return [next(judged) if isinstance(item, JudgeRequest) else item for item in built]
-
-    def _audit_parts(self) -> list[run.Part]:
+    def _audit_parts(self) -> list[Part]:
         """The audit's requests, for this run's dry run and budget (judge_audit=true), until it has run."""
         if not self._options.audit or self._bypassed():
             return []
         from .. import audit
 
         built = self.requests_for(audit.pending_pairs(self, self._audit_key()))
-        return self.spend_parts(self._members_open, built, audit.ledger_name(self.config.task))
+        return schedule.parts_for(audit.ledger_name(self.config.task), self._members_open,
+                                  lambda: [item for item in built if isinstance(item, JudgeRequest)])
 
     def _audit_key(self) -> str:
         """Tasks of one run with the same judge (settings, template, panel or cascade) share one audit."""
-        return json.dumps([self._provenance(), self._options.audit_limit], sort_keys=True, default=str)
-
-    def _note_stats(self, client: Any, outcomes: list[Outcome], skipped: list[bool]) -> None:
-        """This task's judge stats in its metadata (failures counted per sample)."""
-        stats = client.stats.as_dict()
-        stats["failures"] = dict(Counter(o.failure for o in outcomes if o.failure))  # per sample
-        not_generated = Counter(o.failure for o, skip in zip(outcomes, skipped) if skip)
-        if not_generated:
-            log.warning("%s: %d samples have no media to judge (%s); each counts as judge_failed",
-                        self.config.task, sum(not_generated.values()),
-                        ", ".join(f"{k}: {n}" for k, n in sorted(not_generated.items())))
-        self.config.metadata["judge"]["run"] = stats
-        log.info("%s: %s", self.config.task, stats)
+        return json.dumps([self._judge_record, self._options.audit_limit], sort_keys=True, default=str)
 
     def _note_flags(self, flagged: list[tuple[list[str], dict[str, float]]]) -> None:
         """How many answers addressed the judge, per flag, and how they scored (flags.py)."""
@@ -434,37 +357,10 @@ class JudgedTask(TaskBase):
         if record is not None:
             self.config.metadata["generator"] = record
 
-    def _provenance(self) -> dict[str, Any]:
-        record = {"name": self._judge.name, **self._settings.public(),
-                  "base_url": public_url(self._settings.base_url) if self._settings.base_url else None,
-                  "endpoint": endpoints.recorded_endpoint(self._settings),
-                  "cache_dir": self._settings.resolved_cache_dir() if self._settings.cache else None,
-                  "prompt_version": prompts.load(self._judge.template).version, **self._run_provenance()}
-        return {**record, "pipeline": pipeline_label(record)}
-
-    def _run_provenance(self) -> dict[str, Any]:
-        """A panel's members (or a cascade's stages), with their full settings."""
-        def public(s: JudgeSettings) -> dict[str, Any]:
-            return {**s.public(), "base_url": public_url(s.base_url) if s.base_url else None,
-                    "endpoint": endpoints.recorded_endpoint(s)}
-        if self._options.panel:
-            return {"panel": {"rule": self._options.panel_rule, "min": self._options.quorum,
-                              "members": [public(s) for s in self._members]}}
-        if self._options.cascade:
-            return {"cascade": {"rule": public(self._members[0]), "llm": public(self._members[1])}}
-        return {}
-
-
 def _judge_named(name: str, task: str | None) -> Judge:
     if name not in JUDGES:
         raise ConfigError(f"task {task}: unknown judge {name!r} in the mathjudge block; known: {', '.join(JUDGES)}")
     return JUDGES[name]
-
-
-def _label(settings: JudgeSettings, taken: list[tuple[str, Any]]) -> str:
-    label = judge_label(settings)
-    names = [name for name, _ in taken]
-    return label if label not in names else f"{label}#{len(taken) + 1}"
 
 
 def _as_text(value: Any) -> str:

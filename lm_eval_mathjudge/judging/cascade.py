@@ -20,7 +20,10 @@ reported as ``cascade_exact_match``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import dataclasses
+import hashlib
+import threading
+from typing import Any, Callable, Iterable, Sequence
 
 from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome
@@ -38,33 +41,85 @@ def accepts(verdict: Any) -> bool:
 
 
 class Cascade:
-    """Quacks like ``JudgeClient`` for the harness (``judge_all``, ``stats``, ``fatal_error``, ``close``);
-    ``details`` holds, per request of the last call, which stage decided it."""
+    """A judge made of a rule stage and an LLM stage: one request in, one Outcome out.
+
+    It has the pieces the run's pool judges with (``key``, ``judge_one``, ``count_requests``,
+    ``prefill``, ``finish``, ``set_bar``), so a cascade task shares the run's one pool with every
+    other task. The Outcome's ``detail`` says which stage decided the sample."""
 
     def __init__(self, rule: tuple[str, Any], llm: tuple[str, Any], describe: Callable[[Any], dict[str, Any]]):
         (self._rule_label, self._rule), (self._llm_label, self._llm) = rule, llm
         self._describe = describe
-        self.details: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._first: dict[str, Outcome] = {}  # rule-stage outcomes, by the rule's key
+        self._second: dict[str, Outcome] = {}  # LLM-stage outcomes, by the LLM's key
         self.decided = {"rule": 0, "llm": 0}
         self.stats = _CascadeStats(self)
 
-    def judge_all(self, requests: Sequence[JudgeRequest], desc: str = "judging") -> list[Outcome]:
-        first = self._rule.judge_all(requests, desc=f"{desc} [rule: {self._rule_label}]")
-        rest = [request for request, outcome in zip(requests, first) if not accepts(outcome.verdict)]
-        second = iter(self._llm.judge_all(rest, desc=f"{desc} [llm: {self._llm_label}]") if rest else ())
-        outcomes, self.details = [], []
-        for outcome in first:
-            if accepts(outcome.verdict):
+    @property
+    def clients(self) -> list[Any]:
+        return [self._rule, self._llm]
+
+    def key(self, request: JudgeRequest) -> str:
+        return "cascade:" + hashlib.sha256(f"{self._rule.key(request)}\n{self._llm.key(request)}".encode()).hexdigest()
+
+    def count_requests(self, requests: int, unique: int) -> None:
+        self._rule.count_requests(requests, unique)  # the LLM stage counts what reaches it (judge_one)
+
+    def judge_one(self, key: str, request: JudgeRequest) -> Outcome:
+        first = self._by_rule(request)
+        if accepts(first.verdict):
+            with self._lock:
                 self.decided["rule"] += 1
-                outcomes.append(outcome)
-                self.details.append({"stage": "rule", "judge": self._rule_label})
-                continue
+            return dataclasses.replace(first, detail={"stage": "rule", "judge": self._rule_label})
+        self._llm.count_requests(1, 1)
+        llm_key = self._llm.key(request)
+        second = self._llm.judge_one(llm_key, request)
+        with self._lock:
+            self._second[llm_key] = second
             self.decided["llm"] += 1
-            outcomes.append(next(second))
-            self.details.append({"stage": "llm", "judge": self._llm_label, "rule": {
-                "verdict": None if outcome.verdict is None else self._describe(outcome.verdict),
-                "failure": outcome.failure, "error": redact(outcome.error) if outcome.error else outcome.error}})
-        return outcomes
+        return dataclasses.replace(second, detail={"stage": "llm", "judge": self._llm_label, "rule": {
+            "verdict": None if first.verdict is None else self._describe(first.verdict),
+            "failure": first.failure, "error": redact(first.error) if first.error else first.error}})
+
+    def _by_rule(self, request: JudgeRequest) -> Outcome:
+        """The rule stage's outcome (judged once per request, even when a batch pre-fill asked first)."""
+        rule_key = self._rule.key(request)
+        with self._lock:
+            known = self._first.get(rule_key)
+        if known is None:
+            known = self._rule.judge_one(rule_key, request)
+            with self._lock:
+                self._first[rule_key] = known
+        return known
+
+    def prefill(self, items: Sequence[tuple[str, JudgeRequest]]) -> None:
+        """Batch mode: the LLM stage's batch holds only what the rule stage does not accept."""
+        if self._llm.batch_mode:
+            rest = [request for _, request in items if not accepts(self._by_rule(request).verdict)]
+            self._llm.prefill([(self._llm.key(request), request) for request in rest])
+
+    def finish(self, outcomes: Iterable[Outcome]) -> None:
+        with self._lock:
+            first, second = list(self._first.values()), list(self._second.values())
+        self._rule.finish(first)
+        self._llm.finish(second)
+
+    def set_bar(self, bar: Any) -> None:
+        for client in self.clients:
+            client.set_bar(bar)
+
+    @property
+    def concurrency(self) -> int:
+        return max(client.concurrency for client in self.clients)
+
+    @property
+    def batch_mode(self) -> bool:
+        return self._llm.batch_mode
+
+    @property
+    def settings(self) -> Any:
+        return self._llm.settings
 
     @property
     def fatal_error(self):

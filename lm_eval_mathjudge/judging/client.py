@@ -1,12 +1,12 @@
 """The one place where concurrency, rate limiting, caching and retries meet.
 
-``JudgeClient.judge_all`` takes every request of a task at once, removes
-duplicates, answers what it can from the cache, sends the rest through a
-bounded thread pool (optionally rate limited) and returns one ``Outcome`` per
-request, in input order. It is three public pieces, which ``run.py`` also uses
-to put the requests of several clients (every task of a run) into one pool:
-``prepare`` (keys, dedup, counts, the batch pre-fill), ``judge_one`` (one
-unique request) and ``finish`` (failure counts). Per request:
+A client judges one unique request at a time (``judge_one``): it answers what it
+can from the cache and makes the calls (optionally rate limited) otherwise. The
+run's pool (``schedule.py``) keys the requests (``key``), counts them
+(``count_requests``), pre-fills the cache in batch mode (``prefill``), hands each
+unique request to ``judge_one`` and counts the failures (``finish``); panels and
+the cascade are built from the same pieces. ``judge_all`` is that pool for one
+client's requests. Per request:
 
     if cache[key(ask)] parses for ask 0 or 1:  -> verdict, no call
     if both asks are cached and off-contract:  -> failure "unparseable", no call
@@ -38,7 +38,6 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..calls import stop
 from ..calls.limits import backend_limits, estimate_tokens
-from ..calls.workers import run_bounded
 from ..calls.retry import MAX_DELAY, RetryPolicy, call_with_retries
 from ..core.errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MathJudgeError, MediaError, UnparseableReply
 from ..core.redact import redact
@@ -162,28 +161,15 @@ class JudgeClient:
         return dict(self._identity)
 
     def judge_all(self, requests: Sequence[JudgeRequest], desc: str = "judging") -> list[Outcome]:
-        """One outcome per request, in input order: prepare, judge each unique request, finish."""
-        keys, items = self.prepare(requests)
-        done = run_bounded(items, lambda item: self.judge_one(*item), concurrency=self._settings.concurrency,
-                           desc=desc, progress=self._progress, on_bar=self.set_bar)
-        self.set_bar(None)
-        results: dict[str, Outcome] = {key: outcome for (key, _), outcome in zip(items, done)}
-        self.finish(results.values())
-        return [results[k] for k in keys]
+        """One outcome per request, in input order, through the run's pool (``schedule.judge_all``)."""
+        from .schedule import judge_all  # the one path: keys, dedup, batch pre-fill, one pool, finish
 
-    # The three pieces of judge_all, public so run.py can mix several clients in one pool.
+        return judge_all(self, requests, desc, progress=self._progress)
+
+    # The pieces the run's pool (schedule.py) judges with, for any number of clients at once.
     def key(self, request: JudgeRequest) -> str:
         """The cache key of a request's first ask (the judge identity and everything sent)."""
         return request_key({**self._identity, **request.key_payload()})
-
-    def prepare(self, requests: Sequence[JudgeRequest]) -> tuple[list[str], list[tuple[str, JudgeRequest]]]:
-        """(key per request, unique (key, request) items): counted, and pre-filled in batch mode."""
-        keys = [self.key(r) for r in requests]
-        unique = dict(zip(keys, requests))
-        self.count_requests(len(keys), len(unique))
-        items = list(unique.items())
-        self.prefill(items)
-        return keys, items
 
     def count_requests(self, requests: int, unique: int) -> None:
         with self._lock:

@@ -1,8 +1,9 @@
 """Judge panels: several judges per sample, combined into one verdict.
 
 Each member is a full judge (its own backend and settings, the task's template
-and parser, its own cache identity) behind its own ``JudgeClient``; members are
-judged one after another, each with its own concurrency. Per sample:
+and parser, its own cache identity) behind its own ``JudgeClient``. The panel judges
+one request at a time like a client does (its members asked at once), so a panel task
+goes through the run's one pool (``schedule.py``) with every other task. Per sample:
 
 - fewer than ``quorum`` members gave a verdict -> counted failure ``panel_quorum``;
 - ``majority``: every voting field (the verdict's bool/int fields, e.g.
@@ -22,10 +23,13 @@ re-asks only members that gave no verdict.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 import logging
+import threading
 from collections import Counter
-from typing import Any, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterable, Sequence
 
 from ..core import stats
 from ..core.redact import redact
@@ -65,43 +69,110 @@ def combine(verdicts: Sequence[Any | None], rule: str, quorum: int) -> tuple[Any
 
 
 class Panel:
-    """Runs every member on the same requests and combines their verdicts per sample.
+    """A judge made of several member judges: one request in, one combined Outcome out.
 
-    Quacks like ``JudgeClient`` for the harness: ``judge_all``, ``stats``,
-    ``fatal_error``, ``close``; ``details`` holds, per request of the last call,
-    what the samples file shows about the members.
+    It has the pieces the run's pool judges with (``key``, ``judge_one``, ``count_requests``,
+    ``prefill``, ``finish``, ``set_bar``), so a panel task shares the run's one pool with every
+    other task; within one request the members are asked at once (each member's own limits,
+    per endpoint, still hold). The Outcome's ``detail`` is what the samples file shows about the
+    members; ``stats`` summarises them and their agreement.
     """
 
     def __init__(self, members: Sequence[tuple[str, Any]], rule: str, quorum: int,
                  describe: Callable[[Any], dict[str, Any]]):
         self._members = list(members)  # (label, JudgeClient)
         self._rule, self._quorum, self._describe = rule, quorum, describe
-        self._columns: list[list[Any | None]] = [[] for _ in self._members]
-        self.details: list[dict[str, Any]] = []
+        self._votes: dict[str, tuple[Outcome, ...]] = {}  # panel key -> each member's outcome
+        self._lock = threading.Lock()
+        self._helpers: ThreadPoolExecutor | None = None  # asks the members after the first one
         self.stats = _PanelStats(self)
 
     @property
     def labels(self) -> list[str]:
         return [label for label, _ in self._members]
 
-    def judge_all(self, requests: Sequence[JudgeRequest], desc: str = "judging") -> list[Outcome]:
-        per_member = [client.judge_all(requests, desc=f"{desc} [{label}]") for label, client in self._members]
-        outcomes, self.details = [], []
-        for column, results in zip(self._columns, per_member):
-            column.extend(o.verdict for o in results)
-        for row in zip(*per_member) if per_member else ():
-            verdict, failure, note = combine([o.verdict for o in row], self._rule, self._quorum)
-            outcomes.append(Outcome(verdict=verdict, failure=failure, error=note if failure else None,
-                                    cached=all(o.cached for o in row), calls=sum(o.calls for o in row)))
-            self.details.append({"panel": [self._member_record(label, o) for label, o in zip(self.labels, row)]})
-        for label, results in zip(self.labels, per_member):
+    @property
+    def clients(self) -> list[Any]:
+        return [client for _, client in self._members]
+
+    # ------------------------------------------------------------------ the pieces the pool judges with
+    def key(self, request: JudgeRequest) -> str:
+        return "panel:" + hashlib.sha256(
+            "\n".join(client.key(request) for client in self.clients).encode()).hexdigest()
+
+    def count_requests(self, requests: int, unique: int) -> None:
+        for client in self.clients:
+            client.count_requests(requests, unique)
+
+    def judge_one(self, key: str, request: JudgeRequest) -> Outcome:
+        """Every member's outcome for one request (asked at once), combined by the panel's rule."""
+        row = tuple(self._ask_all(request))
+        with self._lock:
+            self._votes[key] = row
+        verdict, failure, note = combine([o.verdict for o in row], self._rule, self._quorum)
+        return Outcome(verdict=verdict, failure=failure, error=note if failure else None,
+                       cached=all(o.cached for o in row), calls=sum(o.calls for o in row),
+                       detail={"panel": [self._member_record(label, o) for label, o in zip(self.labels, row)]})
+
+    def _ask_all(self, request: JudgeRequest) -> list[Outcome]:
+        clients = self.clients
+        if len(clients) == 1:
+            return [clients[0].judge_one(clients[0].key(request), request)]
+        with self._lock:
+            if self._helpers is None:
+                width = max(client.concurrency for client in clients) * (len(clients) - 1)
+                self._helpers = ThreadPoolExecutor(max_workers=width, thread_name_prefix="mathjudge-panel")
+        later = [self._helpers.submit(client.judge_one, client.key(request), request) for client in clients[1:]]
+        try:
+            first = clients[0].judge_one(clients[0].key(request), request)
+        finally:
+            outcomes = [future.result() for future in later]  # every member paid for is waited for
+        return [first, *outcomes]
+
+    def prefill(self, items: Sequence[tuple[str, JudgeRequest]]) -> None:
+        """Batch mode: every batch member submits (or collects) its job before the panel stops for any."""
+        from ..batch.base import BatchPending  # lazy: only batch mode gets here
+
+        pending: list[BatchPending] = []
+        for client in self.clients:
+            if client.batch_mode:
+                try:
+                    client.prefill([(client.key(request), request) for _, request in items])
+                except BatchPending as exc:
+                    pending.append(exc)
+        if pending:
+            raise BatchPending("; ".join(str(exc) for exc in pending),
+                               job_ids=[i for exc in pending for i in exc.job_ids])
+
+    def finish(self, outcomes: Iterable[Outcome]) -> None:
+        """Each member counts its own failures; a member that was down is said once, with how to resume."""
+        with self._lock:
+            rows = list(self._votes.values())
+        for i, (label, client) in enumerate(self._members):
+            results = [row[i] for row in rows]
+            client.finish(results)
             down = sum(o.transport_failed for o in results)
             if down:
                 log.warning("judge panel member %s could not be reached for %d of %d samples (%s); those samples "
                             "were decided by the other members or counted as %s. Rerun the same command to ask "
                             "it again: every verdict obtained is cached.", label, down, len(results),
                             redact(next(o.error for o in results if o.transport_failed) or ""), QUORUM)
-        return outcomes
+
+    def set_bar(self, bar: Any) -> None:
+        for client in self.clients:
+            client.set_bar(bar)
+
+    @property
+    def concurrency(self) -> int:
+        return max(client.concurrency for client in self.clients)
+
+    @property
+    def batch_mode(self) -> bool:
+        return any(client.batch_mode for client in self.clients)
+
+    @property
+    def settings(self) -> Any:
+        return self.clients[0].settings
 
     def _member_record(self, label: str, outcome: Outcome) -> dict[str, Any]:
         return {"judge": label,
@@ -113,14 +184,19 @@ class Panel:
 
     @property
     def fatal_error(self):
-        return None  # a member that is down does not stop the panel; see judge_all
+        return None  # a member that is down does not stop the panel; see finish
 
     def summary(self) -> dict[str, Any]:
+        with self._lock:
+            rows = list(self._votes.values())
+        columns = [[row[i].verdict for row in rows] for i in range(len(self._members))]
         return {"rule": self._rule, "min": self._quorum,
                 "members": [{"judge": label, **client.stats.as_dict()} for label, client in self._members],
-                "agreement": agreement(self.labels, self._columns)}
+                "agreement": agreement(self.labels, columns)}
 
     def close(self) -> None:
+        if self._helpers is not None:
+            self._helpers.shutdown(wait=True)
         errors = []
         for _, client in self._members:  # every member is closed even if one fails to
             try:

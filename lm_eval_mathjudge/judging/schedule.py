@@ -1,0 +1,250 @@
+"""The run's one pool of judge requests: every task's requests, whatever its judge, through one bounded pool.
+
+A judged task hands over a ``TaskSpec`` (its name, its judge, the clients that make calls, its
+requests, and where its outcomes go). Its judge is anything with ``key``/``judge_one``: one
+``JudgeClient``, or a panel or a cascade (``panel.py``, ``cascade.py``), which judge one request
+through their member clients' ``judge_one``. So the unique requests of every task go through ONE
+``workers.run_bounded`` with one progress bar and one width, the next request always from the task
+with the most work left (``Schedule``), and one cost table covers every member client.
+
+Streaming: a request is rendered to compute its key, then dropped; a worker renders it again right
+before its call. What stays per sample is a key (and an outcome once judged), not a prompt, so
+memory does not grow with prompt size.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from ..calls.workers import run_bounded
+from ..core.redact import redact
+from ..core.types import JudgeRequest, Outcome, clean_text
+from ..cost.ledger import Ledger
+from ..cost.spend import Part
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What the pool needs from one judged task.
+
+    ``judge`` answers ``key``/``judge_one`` (a client, a panel or a cascade); ``members`` are the
+    clients that make calls (for the dry run, the budget and the cost table); ``render(i)`` builds
+    slot i's request (or the Outcome of a slot that is not judged); ``record`` receives the judged
+    ``Job`` once the pass is over (or broke off for this task: ``job.error``). ``audit``: the judge
+    audit the task runs afterwards (``judge_audit=true``), estimated with the run, once per key.
+    """
+    name: str
+    judge: Any
+    members: tuple[Any, ...]
+    slots: int
+    render: Callable[[int], JudgeRequest | Outcome]
+    record: Callable[["Job"], None]
+    cache_dir: str = ""  # where a stop says the generations were kept
+    audit: tuple[str, Callable[[], list[Part]]] | None = None  # (key, parts) of the judge audit run after it
+
+
+@dataclass
+class Job:
+    """One task's share of a judge pass.
+
+    ``keys[i]`` is slot i's request key, or None when slot i is not judged (its
+    outcome is then in ``skipped``); ``render(i)`` rebuilds slot i's request.
+    """
+    name: str
+    client: Any  # the task's judge: a JudgeClient, a Panel or a Cascade
+    keys: list[str | None]
+    skipped: dict[int, Outcome]
+    render: Callable[[int], JudgeRequest | Outcome]
+    members: tuple[Any, ...] = ()
+    first_slot: dict[str, int] = field(default_factory=dict)  # unique key -> the slot that renders it
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    error: BaseException | None = None  # an unexpected error while judging this task (raised by it)
+    cost: dict[str, Any] | None = None
+
+    @classmethod
+    def build(cls, name: str, client: Any, slots: int, render: Callable[[int], JudgeRequest | Outcome],
+              members: Sequence[Any] | None = None) -> "Job":
+        """Render each slot once to key it; keep the key, drop the request."""
+        job = cls(name=name, client=client, keys=[], skipped={}, render=render,
+                  members=tuple(members) if members is not None else (client,))
+        for i in range(slots):
+            built = render(i)
+            if isinstance(built, Outcome):
+                job.keys.append(None)
+                job.skipped[i] = built
+                continue
+            key = client.key(built)
+            job.keys.append(key)
+            job.first_slot.setdefault(key, i)
+        client.count_requests(len(job.keys) - len(job.skipped), len(job.first_slot))
+        return job
+
+    @classmethod
+    def of(cls, spec: TaskSpec) -> "Job":
+        return cls.build(spec.name, spec.judge, spec.slots, spec.render, spec.members)
+
+    def requests(self) -> Iterator[tuple[str, JudgeRequest]]:
+        """The unique (key, request) items, rendered one at a time."""
+        for key, slot in self.first_slot.items():
+            request = self.render(slot)
+            if isinstance(request, JudgeRequest):
+                yield key, request
+
+    def outcome(self, slot: int) -> Outcome:
+        key = self.keys[slot]
+        return self.skipped[slot] if key is None else self.outcomes[key]
+
+    def slot_outcomes(self) -> list[Outcome]:
+        return [self.outcome(i) for i in range(len(self.keys))]
+
+    def failures(self) -> Counter:
+        """Samples without a verdict so far, per failure kind (a task that broke off counts what it has):
+        the one count the cost table, the stats and the failure message read."""
+        judged = (self.skipped.get(i) if key is None else self.outcomes.get(key) for i, key in enumerate(self.keys))
+        return Counter(outcome.failure for outcome in judged if outcome is not None and outcome.failure)
+
+    def failed(self) -> int:
+        return sum(self.failures().values())
+
+    def parts(self) -> list[Part]:
+        return parts_for(self.name, self.members, lambda: (request for _, request in self.requests()))
+
+
+def judge(jobs: Sequence[Job], desc: str, progress: bool = True) -> None:
+    """Judge every job's unique requests through one bounded pool; outcomes land in each job.
+
+    The pool runs one slot per unique request; each slot takes the next request from ``Schedule``
+    when a worker is free, so the order adapts to how long each task's calls take.
+    """
+    schedule = Schedule(jobs)
+    concurrency = max((job.client.concurrency for job in jobs), default=1)
+
+    def one(_slot: int) -> None:
+        job, key = schedule.next()
+        if job.error is not None:
+            return
+        started = time.monotonic()
+        try:
+            request = job.render(job.first_slot[key])
+            # Rendered differently the second time (a media file changed meanwhile): that outcome stands.
+            outcome = request if isinstance(request, Outcome) else job.client.judge_one(key, request)
+        except Exception as exc:  # noqa: BLE001 - this task fails alone, when lm-eval reaches it
+            log.debug("%s: judging failed", job.name, exc_info=True)
+            job.error = job.error or exc
+            return
+        schedule.done(job, time.monotonic() - started)
+        job.outcomes[key] = outcome  # one writer per key: each key is handed out once
+
+    def on_bar(bar: Any) -> None:
+        for job in jobs:
+            job.client.set_bar(bar)
+
+    try:
+        run_bounded(range(schedule.total), one, concurrency=concurrency, desc=desc, progress=progress, on_bar=on_bar)
+    finally:
+        for job in jobs:
+            job.client.set_bar(None)
+            job.client.finish(job.outcomes.values())
+
+
+def judge_all(client: Any, requests: Sequence[JudgeRequest], desc: str = "judging", progress: bool = True,
+              name: str = "judging") -> list[Outcome]:
+    """One outcome per request, in input order, for any judge (a client, a panel, a cascade):
+    one job through the same pool, pre-filled first in batch mode."""
+    job = Job.build(name, client, len(requests), requests.__getitem__)
+    submit_all_batches([job])
+    judge([job], desc, progress=progress)
+    return job.slot_outcomes()
+
+
+class Schedule:
+    """Hands out the run's requests, next from the task with the most work left.
+
+    Work left = requests left x that task's mean call time so far (the mean over every task
+    before it has its own, 1 s before any call). A task whose calls are slow is started early
+    instead of stretching the end of the pass; equal tasks are taken in turn.
+    """
+
+    def __init__(self, jobs: Sequence[Job]):
+        self._left = [(job, deque(job.first_slot)) for job in jobs]
+        self._time = {id(job): [0.0, 0] for job in jobs}  # seconds spent, calls timed
+        self._lock = threading.Lock()
+        self.total = sum(len(keys) for _, keys in self._left)
+
+    def next(self) -> tuple[Job, str]:
+        with self._lock:
+            spent = sum(t for t, _ in self._time.values())
+            timed = sum(n for _, n in self._time.values())
+            default = spent / timed if timed else 1.0
+
+            def work(entry: tuple[Job, deque]) -> float:
+                seconds, n = self._time[id(entry[0])]
+                return len(entry[1]) * (seconds / n if n else default)
+            job, keys = max((e for e in self._left if e[1]), key=work)
+            return job, keys.popleft()
+
+    def done(self, job: Job, seconds: float) -> None:
+        with self._lock:
+            record = self._time[id(job)]
+            record[0] += seconds
+            record[1] += 1
+
+
+def failure_message(job: Job) -> str:
+    return f"{job.name}: judging failed: {redact(clean_text(str(job.error)))}."
+
+
+def submit_all_batches(jobs: Sequence[Job], saved: Callable[[], str] = lambda: "") -> None:
+    """Batch mode: every task's job is submitted (or collected) before the run stops for any of them.
+
+    With ``batch_wait=false`` each task's pre-fill stops with ``BatchPending``; stopping at the
+    first would leave the other tasks unsubmitted, and the rerun would wait for them one by one.
+    ``saved`` says where the generations were kept (called only when the run stops).
+    """
+    batched = [job for job in jobs if job.client.batch_mode]
+    if not batched:
+        return
+    from ..batch.base import BatchPending  # lazy: online runs never load the batch package
+
+    pending: list[tuple[str, BatchPending]] = []
+    for job in batched:
+        try:
+            job.client.prefill(list(job.requests()))
+        except BatchPending as exc:
+            pending.append((job.name, exc))
+    if pending:  # every live task's generations are kept, so the rerun that collects regenerates nothing
+        text = str(pending[0][1]) if len(pending) == 1 else "; ".join(f"{name}: {exc}" for name, exc in pending)
+        raise BatchPending(f"{text} {saved()}".rstrip(), job_ids=[i for _, exc in pending for i in exc.job_ids])
+
+
+def parts_of(jobs: Sequence[Job]) -> list[Part]:
+    return [part for job in jobs for part in job.parts()]
+
+
+def parts_for(name: str, members: Sequence[Any], requests: Callable[[], Iterable[JudgeRequest]]) -> list[Part]:
+    """What each member client would be asked, for the dry run and the budget (``cost.spend``); a
+    cascade's LLM stage is estimated on every request: the most it can be asked."""
+    return [Part(name, member, lambda m=member: ((m.key(r), r) for r in requests())) for member in members]
+
+
+def summarise(jobs: Sequence[Job]) -> None:
+    """One cost table for the run, one line per member judge of each task; each job gets its task's
+    block and the run's totals."""
+    ledger = Ledger()
+    for job in jobs:
+        single = len(job.members) == 1 and job.members[0] is job.client
+        for member in job.members:  # a plain task's failures are per sample; a member's are its own
+            ledger.record_stats(job.name, member.settings, member.stats, failed=job.failed() if single else None)
+    print(ledger.table(), file=sys.stderr, flush=True)
+    run_block = ledger.as_dict()
+    run_block = {**{k: v for k, v in run_block.items() if k != "tasks"}, "tasks": list(run_block["tasks"])}
+    for job in jobs:
+        job.cost = {"cost": ledger.task_dict(job.name), "run_cost": run_block}
