@@ -250,7 +250,8 @@ MESSAGE_SOURCES = {"problem": ("_problems", "_option_problems"), "hub_failure": 
                    "failure_message": ("failure_message",)}
 # Sites that raise again, with more context, a message raised (and listed) elsewhere.
 REWRAPPED = {
-    "f'{text} {saved}'",  # harness/run.py: the batch runner's BatchPending, plus the saved generations
+    "f'{text} {saved()}'.rstrip()",  # judging/schedule.py: the batch runner's BatchPending, plus the saved generations
+    "'; '.join((str(exc) for exc in pending))",  # judging/panel.py: the members' own BatchPending messages
     "f'{what} {path}: {exc.strerror}'",  # reports/runs.py: a file the system cannot open (its own reason)
 }
 
