@@ -33,7 +33,7 @@ from .. import backends, compat, generators
 from ..calls import stop
 from ..compat import TaskBase
 from ..core import docs as data, flags, prompts
-from ..core.errors import ConfigError, JudgeRunError, MediaError
+from ..core.errors import ConfigError, CredentialsError, DataError, JudgeCallError, JudgeRunError, MediaError
 from ..core.judges import JUDGE_FAILED, JUDGES, Judge
 from ..core.media import refused as media_refused
 from ..core.redact import install_log_filter, public_url, redact
@@ -98,11 +98,15 @@ class JudgedTask(TaskBase):
             source = data.local_source(data_dir, self._local_name)
             self.config.dataset_path = source["path"]  # results name the file judged, not the hub id
         else:
+            unreachable = data.hub_unreachable()  # seconds, where `datasets` would retry for ~40 s
+            if unreachable:
+                raise DataError(data.hub_failure(self.config.task, self._local_name, self.config.dataset_path,
+                                                 unreachable))
             try:
                 super().download(dataset_kwargs, **kwargs)
             except Exception as exc:  # hub, network or cache failures of `datasets`: say what to do
-                raise ConfigError(data.hub_failure(self.config.task, self._local_name, self.config.dataset_path,
-                                                   exc)) from exc
+                raise DataError(data.hub_failure(self.config.task, self._local_name, self.config.dataset_path,
+                                                 exc)) from exc
             source = {"hub": self.config.dataset_path, "name": self.config.dataset_name,
                       "revision": (dataset_kwargs or {}).get("revision")}
         self.config.metadata = {**(self.config.metadata or {}), "data_source": source}
@@ -270,14 +274,26 @@ class JudgedTask(TaskBase):
         return clients[0][1], members
 
     def _open_client(self, settings: JudgeSettings) -> JudgeClient:
-        backends.check_credentials(settings, self._judge.name)
+        try:
+            backends.check_credentials(settings, self._judge.name)
+        except CredentialsError as exc:
+            if not settings.dry_run:
+                raise
+            # A dry run sends nothing: the missing key is worth knowing before the real run, not a stop.
+            log.warning("note (dry run): %s", exc)
         backend = backends.build(settings, self._judge.name)
         install_log_filter()  # after the backend's module exists: its logger is scrubbed too
         cache = None
         try:
             cache = ReplyCache(settings.resolved_cache_dir()) if settings.cache else None
-            # One free call (endpoint, key and model answer), unless the cache remembers a recent pass.
-            preflight_once(backend, settings, cache)
+            # One free call (endpoint, key and model answer), unless the cache remembers a recent pass;
+            # a dry run asks no judge anything, so it needs neither the check nor a reachable judge.
+            if not settings.dry_run:
+                try:
+                    preflight_once(backend, settings, cache)
+                except JudgeCallError as exc:
+                    exc.family = "preflight"  # its own exit code (core/errors.py)
+                    raise
         except (OSError, sqlite3.Error) as exc:
             backend.close()
             raise ConfigError(f"cannot open the judge cache in {settings.resolved_cache_dir()} ({exc}); "
