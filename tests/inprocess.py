@@ -65,7 +65,7 @@ def _entry(script: str) -> Callable[[], Any]:
 def _exit_code(entry: Callable[[], Any], err: io.StringIO) -> int:
     """Run the entry point; its exit code as the interpreter would give it."""
     try:
-        entry()
+        returned = entry()  # the console script passes it to sys.exit: mathjudge's main returns its code
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0
@@ -79,7 +79,7 @@ def _exit_code(entry: Callable[[], Any], err: io.StringIO) -> int:
         except SystemExit as exc:  # the plugin's hook (_startup) ends a run of ours with its exit code
             return exc.code if isinstance(exc.code, int) else 1
         return 1
-    return 0
+    return returned if isinstance(returned, int) else 0
 
 
 @contextlib.contextmanager
