@@ -9,7 +9,16 @@ imported here. When lm-eval itself later imports ``lm_eval.tasks.manager`` or
 * wraps ``TaskManager.__init__`` so our task folder is searched first (a
   user's ``--include_path`` comes after it and can still override a task);
 * registers the ``mathjudge-replay`` model and the generator models
-  (``generators.ADAPTERS``) as lazy registry entries.
+  (``generators.ADAPTERS``) as lazy registry entries;
+* lets ``--model_args name=NAME`` of those models set the model name lm-eval records
+  (``GeneralConfigTracker.log_experiment_args``; lm-eval takes it from ``path=``/``model=``
+  otherwise), so reports show NAME instead of a file name.
+
+It also wraps ``sys.excepthook``: when one of our errors (``core.errors.MathJudgeError``) ends
+an ``lm_eval`` or ``mathjudge`` process, one clean block (what went wrong, what to do, where)
+replaces the traceback and the process exits with the family's documented status (the table in
+``core/errors.py``; a dry run exits 0). ``MATHJUDGE_DEBUG=1`` prints the traceback as well. Every
+other exception, and every other program, goes to the hook that was there before.
 
 Set ``MATHJUDGE_NO_AUTOLOAD=1`` to switch this off; ``--include_path`` with
 the folder printed by ``python -m lm_eval_mathjudge tasks-dir`` is the
@@ -23,7 +32,8 @@ import sys
 
 OPT_OUT_ENV = "MATHJUDGE_NO_AUTOLOAD"
 REPLAY_MODEL = "mathjudge-replay"  # the one definition; replay.py and recovery.py import it
-_TARGETS = ("lm_eval.tasks.manager", "lm_eval.models")
+NAME_ARG = "name"  # --model_args name=...: the model name the results record (our models only)
+_TARGETS = ("lm_eval.tasks.manager", "lm_eval.models", "lm_eval.loggers.evaluation_tracker")
 
 
 def _swallowed(step: str) -> None:
@@ -95,7 +105,86 @@ def _register_models(module) -> None:
             model_registry.register(name, target=target)
 
 
-_PATCHES = {"lm_eval.tasks.manager": _patch_task_manager, "lm_eval.models": _register_models}
+def _our_models() -> set[str]:
+    from .generators import ADAPTERS
+
+    return {REPLAY_MODEL, *ADAPTERS}
+
+
+def named_model(model_source, model_args) -> str | None:
+    """The ``name=`` model arg of one of our models (a string as lm-eval takes it, or a dict), else None."""
+    if model_source not in _our_models():
+        return None
+    if isinstance(model_args, str):
+        model_args = dict(part.split("=", 1) for part in model_args.split(",") if "=" in part)
+    name = model_args.get(NAME_ARG) if isinstance(model_args, dict) else None
+    if name is None:
+        return None
+    return str(name).strip() or None
+
+
+def _patch_tracker(module) -> None:
+    cls = module.GeneralConfigTracker
+    original = cls.log_experiment_args
+    if getattr(original, "_mathjudge", False):
+        return
+
+    def log_experiment_args(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        try:
+            name = named_model(kwargs.get("model_source", args[0] if args else None),
+                               kwargs.get("model_args", args[1] if len(args) > 1 else None))
+            if name:
+                from lm_eval.utils import sanitize_model_name
+
+                self.model_name, self.model_name_sanitized = name, sanitize_model_name(name)
+        except Exception:
+            _swallowed("naming the model")
+        return result
+
+    log_experiment_args._mathjudge = True  # type: ignore[attr-defined]
+    log_experiment_args.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.log_experiment_args = log_experiment_args
+
+
+_PATCHES = {"lm_eval.tasks.manager": _patch_task_manager, "lm_eval.models": _register_models,
+            "lm_eval.loggers.evaluation_tracker": _patch_tracker}
+
+
+class _ErrorHook:
+    """``sys.excepthook`` for our errors in our commands; anything else goes to ``previous``."""
+
+    def __init__(self, previous):
+        self.previous = previous
+
+    def __call__(self, exc_type, exc, tb):
+        errors = sys.modules.get("lm_eval_mathjudge.core.errors")  # not imported: the error cannot be ours
+        report = None
+        if errors is not None and isinstance(exc, errors.MathJudgeError):
+            try:
+                from .calls.stop import command
+
+                name = command()
+                if name is not None:
+                    report = (errors.clean_report(exc, tb, name), errors.exit_code(exc))
+            except Exception:
+                _swallowed("reporting an error")
+        if report is None:
+            return self.previous(exc_type, exc, tb)
+        if os.environ.get(errors.DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+            self.previous(exc_type, exc, tb)
+        try:
+            sys.stdout.flush()
+        except Exception:
+            pass
+        sys.stderr.write(report[0])
+        sys.stderr.flush()
+        raise SystemExit(report[1])  # from an excepthook: the interpreter exits with this status
+
+
+def _install_error_hook() -> None:
+    if not isinstance(sys.excepthook, _ErrorHook):
+        sys.excepthook = _ErrorHook(sys.excepthook)
 
 
 class _PatchingLoader:
@@ -135,6 +224,7 @@ def install() -> None:
     """Called from the .pth file at interpreter start; idempotent and silent."""
     if os.environ.get(OPT_OUT_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
         return
+    _install_error_hook()
     if any(isinstance(f, _Finder) for f in sys.meta_path):
         return
     for name in _TARGETS:  # already imported (hook installed late): patch in place

@@ -29,6 +29,10 @@ results/samples files                                  as it is)
                        0.4.12: rank)
 finished generations   ``CacheHook.add_partial(attr, args, result)`` and ``hash_args(attr, args)``
                        (its key) in ``lm_eval.api.model``, the same in all three
+result table           ``lm_eval.utils.make_table(results[, "groups"])`` in all three
+recorded model name    ``GeneralConfigTracker.log_experiment_args(model_source, model_args, ...)``
+                       in ``lm_eval.loggers.evaluation_tracker`` sets ``model_name`` from
+                       ``model_args`` in all three (``_startup`` lets ``name=`` win for our models)
 =====================  ==============================  ===================================
 
 Everything that touches lm-eval is imported inside functions, so importing
@@ -61,6 +65,8 @@ _PRERELEASE_05 = "0.5.0.dev1"
 
 class UnsupportedLmEvalError(ConfigError):
     """The installed lm-eval is not one this release was tested with."""
+
+    family = "version"
 
 
 def installed_version() -> str | None:
@@ -117,6 +123,16 @@ def register_metric(name: str, higher_is_better: bool) -> None:
 
 def _passthrough(items):  # scores are computed by the task; lm-eval never calls this
     return items
+
+
+def result_table(results: dict[str, Any]) -> str:
+    """lm-eval's own result table of ``results`` (and its groups table), as ``lm_eval`` prints it."""
+    from lm_eval.utils import make_table
+
+    table = make_table(results)
+    if results.get("groups"):
+        table += "\n" + make_table(results, "groups")
+    return table
 
 
 # ---------------------------------------------------------------------- lm-eval's generation cache

@@ -6,7 +6,7 @@ once; each run then costs what the evaluation itself costs. ``run_cli`` calls th
 console script's own entry point with its own ``sys.argv``, environment, standard
 streams and logging, one run at a time, and maps its end to an exit code the way the
 interpreter would (``SystemExit``; an uncaught exception goes through ``sys.excepthook``
-and exits 1). Between runs it resets the plugin's process-wide state, so each run starts
+and exits 1, or with the code the plugin's hook raises for an error of ours). Between runs it resets the plugin's process-wide state, so each run starts
 as a new process would.
 
 What this cannot reproduce is the process itself: interpreter start-up (the ``.pth``
@@ -74,7 +74,10 @@ def _exit_code(entry: Callable[[], Any], err: io.StringIO) -> int:
     except KeyboardInterrupt:
         raise
     except BaseException:  # noqa: BLE001 - what an uncaught exception does at the top of a process
-        sys.excepthook(*sys.exc_info())
+        try:
+            sys.excepthook(*sys.exc_info())
+        except SystemExit as exc:  # the plugin's hook (_startup) ends a run of ours with its exit code
+            return exc.code if isinstance(exc.code, int) else 1
         return 1
     return code if isinstance(code, int) and not isinstance(code, bool) else int(code is not None)
 

@@ -363,7 +363,7 @@ def _in_run(tmp_path):
 def test_judge_audit_true_audits_each_judge_once_per_run_and_a_rerun_pays_nothing(scenario):
     items, labels, first, rerun, (dry_calls, calls, rerun_calls), dry = scenario()
     # A dry run first: its estimate covers one audit beside the samples, and it sends nothing.
-    assert dry.returncode != 0 and "dry run" in dry.stderr and dry_calls == 0
+    assert dry.returncode == 0 and "dry run" in dry.stderr and dry_calls == 0
     estimate = {line.split()[0]: line.split() for line in dry.stderr.splitlines()
                 if line.startswith(("audit:", *TASKS))}
     [audit_row] = [name for name in estimate if name.startswith("audit:")]

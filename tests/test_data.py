@@ -86,8 +86,40 @@ def test_local_source_names_the_file_its_hash_and_rows(shared_data):
 def test_hub_failure_says_what_to_do():
     error = ConnectionError("Couldn't reach 'openai/gsm8k' on the Hub (OfflineModeIsEnabled)")
     message = data.hub_failure("gsm8k_gpt4em", "gsm8k", "openai/gsm8k", error)
-    assert "cannot load openai/gsm8k" in message and "OfflineModeIsEnabled" in message
+    assert "openai/gsm8k is not local and cannot be loaded" in message and "OfflineModeIsEnabled" in message
     assert "MATHJUDGE_DATA_DIR" in message and "gsm8k/test.jsonl" in message and "HF_HUB_OFFLINE=1" in message
+    assert message.index("MATHJUDGE_DATA_DIR") < message.index("OfflineModeIsEnabled")  # the way out first
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("environ, unreachable", [
+    ({"HF_ENDPOINT": "http://127.0.0.1:{port}"}, True),  # nothing listens: refused at once
+    ({"HF_ENDPOINT": "http://127.0.0.1:{port}", "HF_HUB_OFFLINE": "1"}, False),  # offline: the cache decides
+    ({"HF_ENDPOINT": "http://127.0.0.1:{port}", "HTTPS_PROXY": "http://proxy:3128"}, False),  # only the proxy knows
+])
+def test_hub_unreachable_is_told_by_one_connect(environ, unreachable):
+    port = _closed_port()
+    environ = {k: v.format(port=port) for k, v in environ.items()}
+    reason = data.hub_unreachable(environ, timeout=2.0)
+    assert (reason is not None) == unreachable
+    if unreachable:
+        assert f"127.0.0.1:{port} does not answer" in reason
+
+
+def test_hub_unreachable_is_none_when_the_hub_answers():
+    import socket
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        assert data.hub_unreachable({"HF_ENDPOINT": f"http://127.0.0.1:{server.getsockname()[1]}"}) is None
 
 
 # The two CLI runs below run side by side (tests/e2e.py Scenarios); each test checks its own.
@@ -136,8 +168,9 @@ def test_cli_offline_without_a_data_dir_fails_fast_with_the_hint(scenario):
     run = scenario()
     assert run.returncode != 0 and "Running generate_until" not in run.stderr  # stopped while loading the task
     tail = run.stderr[-3000:]
-    assert "cannot load openai/gsm8k from the Hugging Face hub" in tail, tail
+    assert "openai/gsm8k is not local and cannot be loaded from the Hugging Face hub" in tail, tail
     assert "MATHJUDGE_DATA_DIR" in tail and "gsm8k/test.jsonl" in tail and "HF_HUB_OFFLINE=1" in tail
+    assert run.returncode == 6 and "Traceback" not in run.stderr  # the data family's exit code, one block
 
 
 SCENARIOS = {"test_cli_results_record_the_local_file_and_the_judge_endpoint": _local_file_run,

@@ -179,8 +179,8 @@ def test_doc_id_only_records_are_judged_through_the_cli_and_a_bad_line_is_one_cl
     broken = tmp_path / "broken.jsonl"
     broken.write_bytes(replay.read_bytes() + b'[{"doc_id": 5, "response": "x"}]\n')
     bad = _cli(tmp_path, broken, "out-bad")
-    assert bad.returncode != 0
-    last = bad.stderr.strip().splitlines()[-1]
-    assert last.startswith("lm_eval_mathjudge.core.errors.ConfigError: ") and f"{broken}:6 is a JSON array" in last
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr  # a configuration error: one block (core/errors.py)
+    [what] = [line for line in bad.stderr.splitlines() if line.startswith("  what went wrong: ")]
+    assert f"{broken}:6 is a JSON array" in what and "lm_eval: configuration error (ConfigError" in bad.stderr
     for raw in ("AttributeError", "KeyError", "TypeError", "UnicodeDecodeError", "JSONDecodeError"):
         assert raw not in bad.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_mathjudge.__main__ import main
-from tests.conftest import SHARED_DATA
+from tests.conftest import REPO, SHARED_DATA
 from tests.reports_fixtures import MODELS, three_runs
 
 DATA_FILE = SHARED_DATA / "gsm8k" / "test.jsonl"  # where the runs' docs come from (MATHJUDGE_DATA_DIR)
@@ -59,8 +60,9 @@ def test_csv_has_a_row_per_model_task_metric_ranked_with_tests_against_the_top(b
         assert float(row["ci_low"]) < value < float(row["ci_high"])
         assert row["p_value"] == "" if p is None else float(row["p_value"]) == pytest.approx(p, rel=1e-9)
         assert row["judge"] == "local:math-verify" and row["prompt_version"].startswith("exact_match@")
-        # MATHJUDGE_DATA_DIR runs record the local file as the data set, so the column names it
-        assert row["data"].startswith(f"{DATA_FILE} main test, 100 docs #")
+        # MATHJUDGE_DATA_DIR runs record the local file; the column names its data set and content, not its path
+        sha = hashlib.sha256(DATA_FILE.read_bytes()).hexdigest()[:8]
+        assert row["data"].startswith(f"local:gsm8k@{sha} main test, 100 docs #") and str(DATA_FILE) not in row["data"]
     verifier = next(r for r in primary if r["model"] == NAMES["gpt3-verifier"])
     assert (float(verifier["ci_low"]), float(verifier["ci_high"])) == pytest.approx((0.4821, 0.6720), abs=5e-5)
     assert float(verifier["diff_vs_top"]) == pytest.approx(-0.10)
@@ -188,7 +190,8 @@ def test_without_matplotlib_the_png_is_skipped_with_the_install_hint(runs, tmp_p
             f"sys.exit(main(['leaderboard', {str(runs.run_dir('gpt3-fixed'))!r}, '--out', {str(tmp_path)!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "pip install 'lm-eval-mathjudge[report]'" in proc.stderr
+    # this test environment is an editable install of the checkout: the hint installs the extra from it
+    assert f"pip install -e '{REPO}[report]'" in proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["leaderboard.csv", "leaderboard.html", "leaderboard.md", "leaderboard.svg"]
 
 
@@ -200,3 +203,47 @@ def test_console_script_runs_the_leaderboard(runs, tmp_path):
     assert proc.stdout.startswith("# Leaderboard") and (tmp_path / "leaderboard.png").is_file()
     # the built-in predict-only run under runs.out has no scores: it is not a row
     assert {r["model"] for r in _csv(tmp_path)} == set(NAMES.values())
+
+
+class _Wheel:
+    """An installed distribution as a wheel leaves it: no direct_url.json (or one of a plain archive)."""
+
+    def __init__(self, direct_url: str | None):
+        self._text = direct_url
+
+    def read_text(self, name):
+        return self._text if name == "direct_url.json" else None
+
+
+@pytest.mark.parametrize("direct_url, expected", [
+    (None, "pip install 'lm-eval-mathjudge[report]'"),  # from an index
+    ('{"url": "file:///tmp/lm_eval_mathjudge-0.1.0-py3-none-any.whl", "archive_info": {}}',
+     "pip install 'lm-eval-mathjudge[report]'"),  # a wheel file
+    ('{"url": "file:///home/me/src/lm-eval-mathjudge", "dir_info": {"editable": true}}',
+     "pip install -e '/home/me/src/lm-eval-mathjudge[report]'"),  # pip install -e CHECKOUT
+])
+def test_the_matplotlib_hint_fits_how_the_package_was_installed(monkeypatch, direct_url, expected):
+    from importlib import metadata
+
+    from lm_eval_mathjudge.reports import chart
+
+    monkeypatch.setattr(metadata, "distribution", lambda name: _Wheel(direct_url))
+    assert expected in chart.png_hint()
+
+
+def test_both_charts_label_the_y_axis_with_the_metric(board, runs, tmp_path, monkeypatch):
+    root = ET.parse(board / "leaderboard.svg").getroot()
+    [label] = [t for t in root.iter(f"{SVG}text") if t.get("class") == "ylabel"]
+    assert label.text == "gpt4_exact_match (95% CI)" and label.get("transform", "").startswith("rotate(-90")
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from lm_eval_mathjudge.reports import chart, leaderboard
+    from lm_eval_mathjudge.reports.runs import load_runs
+
+    seen = []
+    original = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: (seen.append(fig.axes[0].get_ylabel()),
+                                                                 original(fig, *a, **k)))
+    chart.png(leaderboard.build(load_runs([str(runs.run_dir(m)) for m in MODELS])), str(tmp_path / "c.png"))
+    assert seen == ["gpt4_exact_match (95% CI)"]

@@ -166,3 +166,47 @@ def test_bad_rejudge_input_says_what_to_do(tmp_path, capsys):
     assert "task 'arc_easy': no data set of this plugin matches it" in capsys.readouterr().err
     assert main(["rejudge", str(other), "--output_path", str(tmp_path / "o"), "--metadata", "{judge"]) == 2
     assert "--metadata is not JSON" in capsys.readouterr().err
+
+
+def test_rejudge_prints_lm_evals_result_table(rejudged):
+    out, proc, calls, auth = rejudged
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "gpt3-mixed.jsonl:"  # the model, then lm-eval's own table (make_table)
+    [head] = [line for line in lines if line.startswith("|") and "Tasks" in line]
+    assert [c.strip() for c in head.strip("|").split("|")][:3] == ["Tasks", "Version", "Filter"]
+    [row] = [line for line in lines if "gpt4_exact_match" in line and line.startswith("|")]
+    value = float(row.split("|")[7])
+    results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]["gsm8k_gpt4em"]
+    assert value == pytest.approx(results["gpt4_exact_match,none"], abs=1e-4)
+    assert lines[-1].startswith("written ") and lines[-1].endswith(".json")
+
+
+def test_rejudge_name_sets_the_recorded_model_name_and_refuses_two_models(runs, tmp_path, capsys):
+    out = tmp_path / "named"
+    env = {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")}
+    proc = run_mathjudge(["rejudge", str(runs.samples_file("gpt3-fixed")), "--output_path", str(out),
+                          "--judge", "local", "--name", "GPT-3 (fixed, re-judged)"], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results_file = next(out.rglob("results_*.json"))
+    assert json.loads(results_file.read_text())["model_name"] == "GPT-3 (fixed, re-judged)"
+    assert proc.stdout.startswith("GPT-3 (fixed, re-judged):\n")
+    two = [str(runs.samples_file("gpt3-fixed")), str(runs.samples_file("gpt3-mixed"))]
+    assert main(["rejudge", *two, "--output_path", str(tmp_path / "o"), "--judge", "local", "--name", "x"]) == 2
+    assert "--name names one model, but the samples files are of 2" in capsys.readouterr().err
+
+
+def test_rejudge_budget_and_dry_run_messages_name_only_what_rejudge_takes(runs, tmp_path):
+    env = {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
+           "OPENAI_API_KEY": CANARY_KEY}
+    source = str(runs.samples_file("gpt3-fixed"))
+    budget = run_mathjudge(["rejudge", source, "--output_path", str(tmp_path / "b"), "--judge", "openai:gpt-4o",
+                            "--metadata", json.dumps({"judge_budget_usd": 1e-6, "judge_preflight": False,
+                                                      "judge_base_url": "http://127.0.0.1:9/v1"})], env)
+    dry = run_mathjudge(["rejudge", source, "--output_path", str(tmp_path / "d"), "--judge", "openai:gpt-4o",
+                         "--metadata", json.dumps({"judge_dry_run": True,
+                                                   "judge_base_url": "http://127.0.0.1:9/v1"})], env)
+    assert budget.returncode == 5 and "judge fewer samples (fewer samples files)" in budget.stderr, budget.stderr[-3000:]
+    assert dry.returncode == 0 and "mathjudge rejudge: dry run (judge_dry_run=true)" in dry.stderr, dry.stderr[-3000:]
+    for proc in (budget, dry):
+        assert "--limit" not in proc.stderr and "--model mathjudge-replay" not in proc.stderr
+        assert "Traceback" not in proc.stderr

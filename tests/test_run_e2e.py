@@ -114,17 +114,17 @@ def test_a_group_judges_in_one_pool_with_the_scores_of_a_task_by_task_run(data_s
     assert CANARY_KEY not in whole.stdout + whole.stderr
 
 
-@pytest.mark.parametrize("metadata, words", [
-    ({"judge_dry_run": True}, "dry run (judge_dry_run=true): nothing was sent to any judge"),
-    ({"judge_budget_usd": 0.000001}, "the judge estimate is above judge_budget_usd=1e-06"),
+@pytest.mark.parametrize("metadata, words, code", [
+    ({"judge_dry_run": True}, "dry run (judge_dry_run=true): nothing was sent to any judge", 0),  # not an error
+    ({"judge_budget_usd": 0.000001}, "the judge estimate is above judge_budget_usd=1e-06", 5),  # core/errors.py
 ])
-def test_dry_run_and_budget_stop_before_any_judge_call(data_slice, tmp_path, metadata, words):
+def test_dry_run_and_budget_stop_before_any_judge_call(data_slice, tmp_path, metadata, words, code):
     data_dir = data_slice(N)
     generations = tmp_path / "generations.jsonl"
     judge = InFlight(_generations(data_dir, generations), latency=0.0)
     with ChatCompletionsServer(judge) as server:
         stopped = _run(tmp_path, "cache", generations, server.url, metadata=metadata)
-    assert stopped.returncode != 0
+    assert stopped.returncode == code and "Traceback" not in stopped.stderr, stopped.stderr[-3000:]
     assert judge.calls == [] and server.call_count == 0  # no judge call reached the server
     text = " ".join(stopped.stderr.split())
     assert words in text

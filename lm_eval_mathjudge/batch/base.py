@@ -115,6 +115,8 @@ class BatchPending(JudgeRunError):
     the results instead of submitting (and paying) again.
     """
 
+    family = "batch pending"
+
     def __init__(self, message: str, *, job_ids: Sequence[str] = ()):
         super().__init__(message)
         self.job_ids = tuple(job_ids)

@@ -11,7 +11,8 @@ judges never need to know which dataset a doc came from:
 With ``MATHJUDGE_DATA_DIR=DIR`` a task reads ``DIR/<name>/test.jsonl``
 instead of the Hugging Face hub (the layout of the project's shared data);
 ``local_source`` describes that file (path, content hash, rows) for the
-results. When the hub cannot be reached, ``hub_failure`` says what to do.
+results. When the hub cannot be reached, ``hub_failure`` says what to do; ``hub_unreachable``
+finds that out in seconds (``datasets`` would retry for about 40 s before giving up).
 
 ``QUESTION_KEYS`` is the one list of names a question goes by (ours first, then
 the data sets' own), read by ``question_of`` wherever a doc or a record is
@@ -26,7 +27,7 @@ import os
 import re
 from typing import Any, Callable
 
-from .errors import ConfigError
+from .errors import ConfigError, DataError
 from .redact import redact
 
 DATA_DIR_ENV = "MATHJUDGE_DATA_DIR"
@@ -59,7 +60,7 @@ def load_local(data_dir: str, name: str, split: str):
 
     path = os.path.join(data_dir, name, LOCAL_FILE)
     if not os.path.isfile(path):
-        raise ConfigError(f"{DATA_DIR_ENV}={data_dir} has no {name}/{LOCAL_FILE} (looked for {path}). "
+        raise DataError(f"{DATA_DIR_ENV}={data_dir} has no {name}/{LOCAL_FILE} (looked for {path}). "
                           f"Point {DATA_DIR_ENV} at a folder laid out as <dataset>/{LOCAL_FILE}, "
                           f"or unset it to load from the Hugging Face hub.")
     with open(path, encoding="utf-8") as fh:
@@ -78,14 +79,45 @@ def local_source(data_dir: str, name: str) -> dict[str, Any]:
     return {"path": path, "sha256": digest.hexdigest(), "rows": rows}
 
 
-def hub_failure(task: str, name: str | None, hub_id: str, error: BaseException) -> str:
-    """The message for a data set that could not be loaded from the hub: the cause and both ways out."""
+HUB_PROBE_S = 3.0  # one TCP connect to the hub: an unreachable hub is known in seconds, not after retries
+_OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+_PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+def hub_unreachable(environ: dict[str, str] | None = None, timeout: float = HUB_PROBE_S) -> str | None:
+    """Why the Hugging Face hub cannot be reached (a short reason), or None when it can or cannot be told.
+
+    Not probed in offline mode (``datasets`` then reads its cache at once) or behind a proxy (only the
+    proxy knows the way); the host is ``HF_ENDPOINT``'s, as ``huggingface_hub`` uses it.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    environ = os.environ if environ is None else environ
+    if any(environ.get(n, "").strip().lower() in ("1", "true", "yes", "on") for n in _OFFLINE_ENV):
+        return None
+    if any(environ.get(n) for n in _PROXY_ENV):
+        return None
+    url = urlsplit(environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = url.hostname, url.port or (80 if url.scheme == "http" else 443)
+    if not host:
+        return None
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        return f"{host}:{port} does not answer ({type(exc).__name__}: {exc})"
+    return None
+
+
+def hub_failure(task: str, name: str | None, hub_id: str, error: BaseException | str) -> str:
+    """The message for a data set that could not be loaded from the hub: both ways out first, then the cause."""
     folder = name or "<dataset>"
-    return (f"task {task}: cannot load {hub_id} from the Hugging Face hub ({type(error).__name__}: "
-            f"{redact(str(error))[:300]}). Offline? Set {DATA_DIR_ENV} to a folder laid out as <dataset>/{LOCAL_FILE} "
-            f"(this task reads {folder}/{LOCAL_FILE}; the project's examples/data holds the first rows of every "
-            f"set), or, with a copy already in the Hugging Face cache, set HF_HUB_OFFLINE=1 and "
-            f"HF_DATASETS_OFFLINE=1.")
+    cause = error if isinstance(error, str) else f"{type(error).__name__}: {redact(str(error))[:300]}"
+    return (f"task {task}: the data set {hub_id} is not local and cannot be loaded from the Hugging Face hub. "
+            f"Set {DATA_DIR_ENV} to a folder laid out as <dataset>/{LOCAL_FILE} (this task reads "
+            f"{folder}/{LOCAL_FILE}; the project's examples/data holds the first rows of every set), or, with a "
+            f"copy already in the Hugging Face cache, set HF_HUB_OFFLINE=1 and HF_DATASETS_OFFLINE=1. "
+            f"(Cause: {cause}.)")
 
 
 def _json_row(line: str, path: str, number: int) -> dict[str, Any]:

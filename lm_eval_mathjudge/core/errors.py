@@ -33,17 +33,86 @@ is the one place that turns an error into an ``Outcome``.
 
 Messages never contain API keys: backends build them from status codes and
 server error text only, and the client scrubs them again before storing.
+
+Exit codes of ``lm_eval`` and ``mathjudge`` when one of these errors ends the run (``family_of``;
+``_startup`` prints one block instead of a traceback, ``MATHJUDGE_DEBUG=1`` adds the traceback):
+
+    ====  ==============  ==========================================================================
+    code  family          raised by
+    ====  ==============  ==========================================================================
+    0     dry run         ``DryRunDone``: the estimate was printed, nothing was sent (not an error)
+    2     configuration   ``ConfigError`` not listed below: a setting, metadata or input file;
+                          also a ``mathjudge`` usage error (argparse)
+    3     credentials     ``CredentialsError``: no key in the environment for a judge or generator
+    4     preflight       the judge's free check before generation failed (endpoint, key or model)
+    5     budget          ``BudgetExceeded``: the estimate is above judge_budget_usd, nothing was sent
+    6     data            ``DataError``: a data set is neither local nor loadable from the hub
+    7     version         ``UnsupportedLmEvalError`` (``compat.py``): an lm-eval this release does not support
+    8     judging         ``JudgeRunError``, ``GenerationRunError``, any other error of ours: the run
+                          could not finish; the message says what was kept and how to resume
+    9     batch pending   ``BatchPending`` (``batch/base.py``): batch jobs were submitted; rerun to collect
+    1     (none)          an error that is not ours: Python's traceback, as usual
+    130   stopped         SIGINT (Ctrl-C), ``stop.py``; 143 for SIGTERM
+    ====  ==============  ==========================================================================
 """
 
 from __future__ import annotations
 
 
+EXIT_CODES = {"dry run": 0, "configuration": 2, "credentials": 3, "preflight": 4, "budget": 5, "data": 6,
+              "version": 7, "judging": 8, "batch pending": 9}
+# What to do, per family, when the message itself does not end the matter (shown under the message).
+NEXT_STEPS = {
+    "configuration": "fix what the message names and rerun the same command; nothing was spent",
+    "credentials": "export the variable the message names (keys are read from the environment only) and "
+                   "rerun, or choose another judge backend",
+    "preflight": "check the endpoint, the key and the model the message names; judge_preflight=false skips "
+                 "this check (a dry run never needs it)",
+    "budget": "raise judge_budget_usd, judge fewer samples or choose a cheaper judge, then rerun; nothing was sent",
+    "data": "set MATHJUDGE_DATA_DIR to a local copy (<dataset>/test.jsonl), or HF_HUB_OFFLINE=1 and "
+            "HF_DATASETS_OFFLINE=1 when the Hugging Face cache already holds the data",
+    "version": "install a supported lm-eval (the message names them) in this environment",
+    "judging": "rerun the same command: judge replies received are cached and the generations kept (see the "
+               "message)",
+    "batch pending": "rerun the same command later to collect the batch results",
+}
+
+
 class MathJudgeError(Exception):
-    """Base class of every error raised by lm_eval_mathjudge."""
+    """Base class of every error raised by lm_eval_mathjudge.
+
+    ``family`` picks the exit code (``EXIT_CODES``); an instance may set its own (a preflight failure
+    is a ``FatalJudgeError`` raised before generation, marked ``family = "preflight"``).
+    """
+
+    family = "judging"
+
+
+def family_of(exc: BaseException) -> str:
+    return getattr(exc, "family", None) or "judging"
+
+
+def exit_code(exc: BaseException) -> int:
+    """The documented exit status for an error of ours (the table in this module's docstring)."""
+    return EXIT_CODES.get(family_of(exc), EXIT_CODES["judging"])
 
 
 class ConfigError(MathJudgeError, ValueError):
     """Invalid settings, metadata or input files."""
+
+    family = "configuration"
+
+
+class CredentialsError(ConfigError):
+    """A judge or generator needs a key, and none of its variables is set."""
+
+    family = "credentials"
+
+
+class DataError(ConfigError):
+    """A data set cannot be read: not local, and the Hugging Face hub cannot give it."""
+
+    family = "data"
 
 
 class UnparseableReply(MathJudgeError):
@@ -136,3 +205,66 @@ class Stopped(SystemExit):
     def __init__(self, code: int, *, signal: str = "SIGINT"):
         super().__init__(code)
         self.signal = signal
+
+
+# ---------------------------------------------------------------------- the clean block
+DEBUG_ENV = "MATHJUDGE_DEBUG"  # "1": the traceback too, before the block
+_PACKAGE = __name__.split(".")[0]
+
+
+def clean_report(exc: BaseException, tb=None, command: str = "mathjudge", code: int | None = None) -> str:
+    """What an error of ours shows instead of a traceback: what went wrong, what to do, where.
+
+    A dry run is no error: its message is the whole report. ``tb`` (the traceback) only names the
+    place; nothing of it is shown unless ``MATHJUDGE_DEBUG=1``.
+    """
+    family = family_of(exc)
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    if family == "dry run":
+        return f"{command}: {message}\n"
+    code = exit_code(exc) if code is None else code
+    lines = [f"{command}: {family} error ({type(exc).__name__}, exit status {code})",
+             f"  what went wrong: {message}",
+             f"  what to do:      {NEXT_STEPS.get(family, NEXT_STEPS['judging'])}"]
+    where = _where(tb if tb is not None else exc.__traceback__)
+    if where:
+        lines.append(f"  where:           {where}")
+    lines.append(f"  ({DEBUG_ENV}=1 shows the traceback)")
+    return "\n".join(lines) + "\n"
+
+
+def _where(tb) -> str:
+    """The innermost frame of this package, and the frame outside it that called into it (lm-eval's)."""
+    import os
+    import traceback
+
+    frames = traceback.extract_tb(tb) if tb is not None else []
+    def ours(frame) -> bool:
+        return f"{os.sep}{_PACKAGE}{os.sep}" in frame.filename
+
+    def short(frame) -> str:
+        parts = frame.filename.split(os.sep)
+        for anchor in (_PACKAGE, "lm_eval"):  # package-relative: no local folder in the report
+            if anchor in parts:
+                parts = parts[len(parts) - 1 - parts[::-1].index(anchor):]
+                break
+        else:
+            parts = parts[-1:]
+        return f"{'/'.join(parts)}:{frame.lineno} in {frame.name}"
+
+    inner = next((f for f in reversed(frames) if ours(f)), None)
+    if inner is None:
+        return short(frames[-1]) if frames else ""
+    first = next(i for i, f in enumerate(frames) if ours(f))
+    caller = frames[first - 1] if first > 0 else None
+    return short(inner) + (f" (reached from {short(caller)})" if caller is not None else "")
+
+
+def did_you_mean(word: str, choices, prefix: str = "") -> str:
+    """`` (did you mean judge_backend?)`` for a misspelt name close to one of ``choices``; else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=2, cutoff=0.7)
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(prefix + c for c in close)}?)"

@@ -16,13 +16,17 @@ from .estimate import Estimate, describe
 class BudgetExceeded(ConfigError):
     """The estimate is above judge_budget_usd (or cannot be priced): judging did not start."""
 
+    family = "budget"
+
     def __init__(self, message: str, estimate: Estimate, budget: float):
         super().__init__(message)
         self.estimate, self.budget = estimate, budget
 
 
 class DryRunDone(JudgeRunError):
-    """judge_dry_run: the estimate was printed and nothing was sent to any judge."""
+    """judge_dry_run: the estimate was printed and nothing was sent to any judge (exit status 0)."""
+
+    family = "dry run"
 
     def __init__(self, message: str, estimate: Estimate):
         super().__init__(message)
@@ -56,9 +60,16 @@ def check_budget(estimate: Estimate, settings_list: Iterable[Any], saved: str | 
     if estimate.usd > budget:
         raise BudgetExceeded(
             f"the judge estimate is above judge_budget_usd={budget:g}: {describe(estimate)}. Nothing was sent. "
-            "Raise judge_budget_usd, judge fewer samples (--limit), choose a cheaper judge (judge_model) or "
+            f"Raise judge_budget_usd, judge fewer samples ({_fewer()}), choose a cheaper judge (judge_model) or "
             "batch mode (judge_mode=batch, about half price), then rerun the same command." + _saved(saved),
             estimate, budget)
+
+
+def _fewer() -> str:
+    """How this command judges fewer samples: lm_eval's --limit; mathjudge rejudge takes fewer samples files."""
+    from ..calls.stop import command
+
+    return "fewer samples files" if command() == "mathjudge" else "--limit"
 
 
 def _saved(saved: str | Callable[[], str]) -> str:

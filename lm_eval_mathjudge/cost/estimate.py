@@ -50,6 +50,10 @@ class Estimate:
     usd: float | None
     usd_max: float | None
     unpriced: tuple[str, ...] = ()  # judges without a price (their calls are in the token counts only)
+    # The expected cost at each mode's prices, whichever mode is set (the dry run shows both to choose from);
+    # None when that mode has no price for some judge.
+    usd_online: float | None = None
+    usd_batch: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "unpriced": list(self.unpriced)}
@@ -70,6 +74,7 @@ def estimate(requests: Iterable[JudgeRequest], settings: Any, *, judge: str | No
     ceiling = 0 if local else settings.max_tokens
     n = prompt = completion = 0
     usd = usd_max = 0.0
+    by_mode: dict[bool, float | None] = {False: 0.0, True: 0.0}  # batch? -> expected USD at those prices
     unpriced = False
     for request in requests:
         n += 1
@@ -78,6 +83,10 @@ def estimate(requests: Iterable[JudgeRequest], settings: Any, *, judge: str | No
         tokens = prompt_tokens(request, settings.backend)
         reply = min(settings.max_tokens, REPLY_TOKENS.get(judge or contract_of(request), REPLY_TOKENS['vlm']) + thinking)
         prompt, completion = prompt + tokens, completion + reply
+        for mode, so_far in by_mode.items():
+            mode_rates = price.rates(mode, tokens) if price is not None else None
+            by_mode[mode] = None if so_far is None or mode_rates is None else \
+                so_far + (tokens * mode_rates[0] + reply * mode_rates[1]) / 1e6
         rates = price.rates(batch, tokens) if price is not None else None
         if rates is None:
             unpriced = True
@@ -88,7 +97,7 @@ def estimate(requests: Iterable[JudgeRequest], settings: Any, *, judge: str | No
     return Estimate(task=task, judge=label, mode=settings.mode, requests=n, cached=cached, prompt_tokens=prompt,
                     completion_tokens=completion, completion_tokens_max=n * ceiling,
                     usd=None if unpriced else usd, usd_max=None if unpriced else usd_max,
-                    unpriced=(label,) if unpriced else ())
+                    unpriced=(label,) if unpriced else (), usd_online=by_mode[False], usd_batch=by_mode[True])
 
 
 def contract_of(request: JudgeRequest) -> str:
@@ -110,7 +119,14 @@ def combine(estimates: Sequence[Estimate], task: str = "all tasks") -> Estimate:
                     completion_tokens_max=sum(e.completion_tokens_max for e in estimates),
                     usd=sum(e.usd for e in priced) if priced or not unpriced else None,
                     usd_max=sum(e.usd_max for e in priced) if priced or not unpriced else None,
-                    unpriced=unpriced)
+                    unpriced=unpriced, usd_online=_sum_known(e.usd_online for e in estimates),
+                    usd_batch=_sum_known(e.usd_batch for e in estimates))
+
+
+def _sum_known(values: Iterable[float | None]) -> float | None:
+    """The sum of the priced parts (None when no part has a price), as ``usd`` is summed."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 def expected_thinking(settings: Any) -> int:
@@ -142,14 +158,19 @@ def describe(estimate: Estimate) -> str:
 
 
 def format_estimates(estimates: Sequence[Estimate]) -> str:
-    """A fixed-width table of per-task estimates and their total (printed by a dry run)."""
+    """A fixed-width table of per-task estimates and their total (printed by a dry run and a budget check).
+
+    ``USD`` and ``USD max`` are at the prices of the mode set (the ``mode`` column); ``online`` and
+    ``batch`` give the expected cost in either mode, so a dry run shows what switching would save.
+    """
     head = (f"{'task':<32} {'judge':<34} {'mode':<6} {'calls':>7} {'cached':>7} {'prompt tok':>11} "
-            f"{'reply tok':>10} {'USD':>10} {'USD max':>10}")
+            f"{'reply tok':>10} {'USD':>10} {'USD max':>10} {'online':>10} {'batch':>10}")
     def line(e: Estimate) -> str:
         task = e.task if len(e.task) <= 32 else e.task[:31] + "~"
         judge = e.judge if len(e.judge) <= 34 else e.judge[:33] + "~"
         return (f"{task:<32} {judge:<34} {e.mode:<6} {e.requests:>7,} {e.cached:>7,} {e.prompt_tokens:>11,} "
-                f"{e.completion_tokens:>10,} {money(e.usd):>10} {money(e.usd_max):>10}")
+                f"{e.completion_tokens:>10,} {money(e.usd):>10} {money(e.usd_max):>10} {money(e.usd_online):>10} "
+                f"{money(e.usd_batch):>10}")
     total = combine(estimates)
     lines = [f"judge cost estimate (USD; list prices as of {prices.PRICES_AS_OF}, override with judge_prices)",
              head, "-" * len(head), *map(line, estimates), "-" * len(head), line(replace(total, task="total"))]

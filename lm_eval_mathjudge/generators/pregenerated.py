@@ -28,7 +28,7 @@ from . import failure_marker, record_provenance
 
 ADAPTER = "mathjudge-media"
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".mp4", ".webm", ".mov")
-_IGNORED_ARGS = ("batch_size", "max_batch_size", "device")
+_IGNORED_ARGS = ("batch_size", "max_batch_size", "device", "name")  # name=: the recorded model name (_startup)
 
 
 class PregeneratedMediaLM(LM):

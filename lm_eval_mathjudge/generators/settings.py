@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..core import prompts
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, did_you_mean
 from ..settings import credentials
 from ..settings.layers import to_bool
 from ..settings.schema import default_cache_dir
 
-IGNORED_ARGS = ("batch_size", "max_batch_size", "device")  # lm-eval passes these to every model
+# lm-eval passes the first three to every model; name= is the model name the results record (_startup).
+IGNORED_ARGS = ("batch_size", "max_batch_size", "device", "name")
 MAX_RETRIES_LIMIT = 20
 
 
@@ -78,7 +79,8 @@ def _unknown(adapter: str, name: str, known: list[str]) -> ConfigError:
     if credentials.looks_like_credential(name):
         return ConfigError(f"--model_args {name}=...: credentials are never read from model_args, because "
                            "lm-eval writes them to the results file; use the provider's environment variable")
-    return ConfigError(f"{adapter}: unknown --model_args key {name!r}; known: {', '.join(known)}")
+    return ConfigError(f"{adapter}: unknown --model_args key {name!r}{did_you_mean(name, known)}; "
+                       f"known: {', '.join(known)}")
 
 
 def check_credentials(adapter: str, service: str | credentials.Service | None,

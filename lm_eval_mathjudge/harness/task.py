@@ -35,7 +35,7 @@ from .. import compat, generators
 from ..calls import stop
 from ..compat import TaskBase
 from ..core import docs as data, flags
-from ..core.errors import ConfigError, JudgeRunError, MediaError
+from ..core.errors import ConfigError, DataError, JudgeRunError, MediaError
 from ..core.judges import JUDGE_FAILED, JUDGES, Judge
 from ..core.media import refused as media_refused
 from ..core.redact import redact
@@ -104,11 +104,15 @@ class JudgedTask(TaskBase):
             source = data.local_source(data_dir, self._local_name)
             self.config.dataset_path = source["path"]  # results name the file judged, not the hub id
         else:
+            unreachable = data.hub_unreachable()  # seconds, where `datasets` would retry for ~40 s
+            if unreachable:
+                raise DataError(data.hub_failure(self.config.task, self._local_name, self.config.dataset_path,
+                                                 unreachable))
             try:
                 super().download(dataset_kwargs, **kwargs)
             except Exception as exc:  # hub, network or cache failures of `datasets`: say what to do
-                raise ConfigError(data.hub_failure(self.config.task, self._local_name, self.config.dataset_path,
-                                                   exc)) from exc
+                raise DataError(data.hub_failure(self.config.task, self._local_name, self.config.dataset_path,
+                                                 exc)) from exc
             source = {"hub": self.config.dataset_path, "name": self.config.dataset_name,
                       "revision": (dataset_kwargs or {}).get("revision")}
         self.config.metadata = {**(self.config.metadata or {}), "data_source": source}

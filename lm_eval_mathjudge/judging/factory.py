@@ -9,12 +9,13 @@ what it gets.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from typing import Any, Mapping, Sequence
 
 from .. import backends
 from ..core import prompts
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, CredentialsError, JudgeCallError
 from ..core.judges import Judge
 from ..core.redact import install_log_filter
 from ..settings.layers import resolve_settings
@@ -23,6 +24,8 @@ from . import cascade
 from .cache import ReplyCache
 from .client import JudgeClient, preflight_once
 from .panel import Panel
+
+log = logging.getLogger(__name__)
 
 
 def member_settings(judge: str, options: RunOptions, settings: JudgeSettings, yaml_settings: Mapping | None,
@@ -64,14 +67,26 @@ def open_judge(judge: Judge, options: RunOptions, members: Sequence[JudgeSetting
 def open_client(judge: Judge, settings: JudgeSettings, *, progress: bool = True) -> JudgeClient:
     """One client (a task's member, or the Python API's): credentials checked, backend built, cache
     opened, one free preflight call; the caller closes it (which closes its backend and cache)."""
-    backends.check_credentials(settings, judge.name)
+    try:
+        backends.check_credentials(settings, judge.name)
+    except CredentialsError as exc:
+        if not settings.dry_run:
+            raise
+        # A dry run sends nothing: the missing key is worth knowing before the real run, not a stop.
+        log.warning("note (dry run): %s", exc)
     backend = backends.build(settings, judge.name)
     install_log_filter()  # after the backend's module exists: its logger is scrubbed too
     cache = None
     try:
         cache = ReplyCache(settings.resolved_cache_dir(), settings.cache_network_fs) if settings.cache else None
-        # One free call (endpoint, key and model answer), unless the cache remembers a recent pass.
-        preflight_once(backend, settings, cache)
+        # One free call (endpoint, key and model answer), unless the cache remembers a recent pass;
+        # a dry run asks no judge anything, so it needs neither the check nor a reachable judge.
+        if not settings.dry_run:
+            try:
+                preflight_once(backend, settings, cache)
+            except JudgeCallError as exc:
+                exc.family = "preflight"  # its own exit code (core/errors.py)
+                raise
     except (OSError, sqlite3.Error) as exc:
         backend.close()
         raise ConfigError(f"cannot open the judge cache in {settings.resolved_cache_dir()} ({exc}); "

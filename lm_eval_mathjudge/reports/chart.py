@@ -1,7 +1,8 @@
 """The leaderboard chart: the primary metric per task, a bar per model, 95% error bars.
 
 The SVG is written by hand (no dependency, stable bytes for the docs); the PNG uses
-matplotlib, an optional extra (``pip install 'lm-eval-mathjudge[report]'``).
+matplotlib, an optional extra (``png_hint`` says how to add it, for a wheel or a checkout).
+Both charts label the y axis with the metric the bars show.
 """
 
 from __future__ import annotations
@@ -13,11 +14,38 @@ from .leaderboard import Board
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac")
-PNG_HINT = "the PNG chart needs matplotlib: pip install 'lm-eval-mathjudge[report]'"
+DISTRIBUTION = "lm-eval-mathjudge"
 
 
 class MissingMatplotlib(RuntimeError):
     pass
+
+
+def png_hint() -> str:
+    """How to add matplotlib the way this package was installed: an editable checkout names its folder."""
+    import json
+    from importlib import metadata
+
+    where = None
+    try:
+        text = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
+        info = json.loads(text) if text else {}
+        if (info.get("dir_info") or {}).get("editable") and str(info.get("url", "")).startswith("file://"):
+            from urllib.parse import unquote, urlsplit
+
+            where = unquote(urlsplit(info["url"]).path)
+    except (metadata.PackageNotFoundError, ValueError, TypeError, OSError):
+        pass
+    target = f"-e '{where}[report]'" if where else f"'{DISTRIBUTION}[report]'"
+    return f"the PNG chart needs matplotlib: pip install {target} (or pip install matplotlib)"
+
+
+def y_label(items: list[Bar]) -> str:
+    """The metric the bars show: its name when every task's primary metric is the same one."""
+    from .runs import metric_label
+
+    names = list(dict.fromkeys(metric_label(b.metric) for b in items))
+    return f"{names[0]} (95% CI)" if len(names) == 1 else "primary metric per task (95% CI)"
 
 
 @dataclass(frozen=True)
@@ -66,6 +94,9 @@ def svg(board: Board, title: str = "Leaderboard (primary metric, 95% CI)") -> st
             i = models.index(item.model)
             out += _svg_bar(x0 + i * BAR_W, item, PALETTE[i % len(PALETTE)], y)
     out.append(f'<line x1="{LEFT}" y1="{TOP + PLOT_H}" x2="{width - 20}" y2="{TOP + PLOT_H}" stroke="#333"/>')
+    mid = TOP + PLOT_H / 2
+    out.append(f'<text class="ylabel" x="12" y="{mid:.1f}" text-anchor="middle" font-size="10" '
+               f'transform="rotate(-90 12 {mid:.1f})">{escape(y_label(items))}</text>')
     for i, model in enumerate(models):
         ly = legend_top + i * LEGEND_ROW
         out.append(f'<rect class="legend" x="{LEFT}" y="{ly - 10}" width="12" height="12" '
@@ -100,7 +131,7 @@ def png(board: Board, path: str, title: str = "Leaderboard (primary metric, 95% 
     try:
         import matplotlib
     except ImportError:
-        raise MissingMatplotlib(PNG_HINT) from None
+        raise MissingMatplotlib(png_hint()) from None
     matplotlib.use("Agg", force=True)  # files only, never a window
     import matplotlib.pyplot as plt
 
@@ -117,6 +148,7 @@ def png(board: Board, path: str, title: str = "Leaderboard (primary metric, 95% 
                color=PALETTE[i % len(PALETTE)])
     ax.set_xticks(range(len(tasks)), [_plain(t) for t in tasks])
     ax.set_ylim(0, 1)
+    ax.set_ylabel(_plain(y_label(items)), fontsize=8)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()

@@ -13,42 +13,79 @@ import sys
 COMMANDS = ("leaderboard", "diff", "agreement", "rejudge", "audit")
 
 
-def add_commands(sub) -> None:
-    board = sub.add_parser("leaderboard", help="table and chart of several runs, with intervals and paired tests")
-    board.add_argument("runs", nargs="+", metavar="RUN", help="lm_eval --output_path folders or results_*.json files")
+RUN_HELP = "an lm_eval --output_path folder (searched for results_*.json) or one results_*.json file"
+
+
+def add_commands(sub, example) -> None:
+    """The report commands on ``sub``; ``example(*lines)`` makes the epilog that ends each help."""
+    board = sub.add_parser("leaderboard", help="table and chart of several runs, with intervals and paired tests",
+                           description="Rank the models of several lm_eval runs per task: Markdown, CSV, HTML, "
+                                       "SVG and PNG, with 95% intervals and paired tests against the leader.",
+                           epilog=example("mathjudge leaderboard results/ --out board",
+                                          "mathjudge leaderboard results/model_a results/model_b --out board"))
+    board.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP + "; several, or one folder holding many")
     board.add_argument("--out", required=True, metavar="DIR", help="folder for leaderboard.md/.csv/.html/.png/.svg")
     board.add_argument("--allow-mixed", action="store_true",
                        help="show runs judged differently (judge, prompt version, doc set) side by side")
     _stats_args(board)
 
-    diff = sub.add_parser("diff", help="paired test of two runs on the same docs")
-    diff.add_argument("a", metavar="A")
-    diff.add_argument("b", metavar="B")
-    diff.add_argument("--metric", action="append", help="only this metric (repeatable)")
-    diff.add_argument("--json", action="store_true", help="print JSON")
+    diff = sub.add_parser("diff", help="paired test of two runs on the same docs",
+                          description="Compare two runs doc by doc (their samples files): the difference with a "
+                                      "bootstrap 95% interval and McNemar's test, per task and metric.",
+                          epilog=example("mathjudge diff results/model_a results/model_b"))
+    diff.add_argument("a", metavar="A", help="the first run: " + RUN_HELP + " (of one model)")
+    diff.add_argument("b", metavar="B", help="the second run, as A")
+    diff.add_argument("--metric", action="append", metavar="NAME", help="only this metric (repeatable)")
+    diff.add_argument("--json", action="store_true", help="print JSON instead of the table")
     _stats_args(diff)
 
-    agree = sub.add_parser("agreement", help="agreement of two judged runs, or of a run with labels")
-    agree.add_argument("a", metavar="A")
-    agree.add_argument("b", metavar="B", nargs="?")
+    agree = sub.add_parser("agreement", help="agreement of two judged runs, or of a run with labels",
+                           description="How often two judges agree on the same samples (agreement, Cohen's "
+                                       "kappa, confusion), or one judge with human labels (--labels).",
+                           epilog=example("mathjudge agreement results/judge_a results/judge_b",
+                                          "mathjudge agreement results/judge_a --labels labels.jsonl"))
+    agree.add_argument("a", metavar="A", help="a judged run: " + RUN_HELP + " (of one model)")
+    agree.add_argument("b", metavar="B", nargs="?", help="a second judged run of the same samples (or use --labels)")
     agree.add_argument("--labels", metavar="FILE", help="JSONL of doc_id or question + label, instead of B")
-    agree.add_argument("--label-field", default="label", help="the labels file's label field (default: label)")
+    agree.add_argument("--label-field", default="label", metavar="NAME",
+                       help="the labels file's label field (default: label)")
     agree.add_argument("--disagreements", metavar="FILE", help="write the disagreeing samples here (JSONL)")
-    agree.add_argument("--json", action="store_true", help="print JSON")
+    agree.add_argument("--json", action="store_true", help="print JSON instead of the table")
 
-    rejudge = sub.add_parser("rejudge", help="judge the samples of an earlier --log_samples run again")
-    rejudge.add_argument("samples", nargs="+", metavar="SAMPLES", help="samples_<task>_<time>.jsonl files")
-    rejudge.add_argument("--output_path", "--output-path", required=True, metavar="DIR")
-    rejudge.add_argument("--metadata", default="{}", help="judge settings as lm_eval --metadata JSON")
+    rejudge = sub.add_parser("rejudge", help="judge the samples of an earlier --log_samples run again",
+                             description="Judge the responses of an earlier lm_eval --log_samples run again, "
+                                         "with another judge, without running the model. The output is lm-eval's "
+                                         "own results and samples files; lm-eval's result table is printed. "
+                                         "Offline, set MATHJUDGE_DATA_DIR to the local data (the samples are "
+                                         "matched to its docs by question text).",
+                             epilog=example("mathjudge rejudge results/m/samples_gsm8k_gpt4em_*.jsonl --judge local "
+                                            "--output_path rejudged",
+                                            "mathjudge rejudge results/m/samples_*.jsonl --judge openai:gpt-4o "
+                                            "--metadata '{\"judge_dry_run\": true}' --output_path rejudged"))
+    rejudge.add_argument("samples", nargs="+", metavar="SAMPLES",
+                         help="samples_<task>_<time>.jsonl files written by lm_eval --log_samples")
+    rejudge.add_argument("--output_path", "--output-path", required=True, metavar="DIR",
+                         help="folder for the new results and samples files (<DIR>/<model>/results_*.json)")
+    rejudge.add_argument("--metadata", default="{}", metavar="JSON",
+                         help="judge settings as lm_eval --metadata JSON, e.g. '{\"judge_budget_usd\": 5}'")
     rejudge.add_argument("--judge", metavar="BACKEND[:MODEL]", help="shorthand for judge_backend / judge_model")
-    rejudge.add_argument("--tasks", help="comma-separated plugin tasks to judge as (default: same data set, GPT4-EM)")
+    rejudge.add_argument("--tasks", metavar="TASKS",
+                         help="comma-separated plugin tasks to judge as (default: same data set, GPT4-EM)")
+    rejudge.add_argument("--name", metavar="NAME",
+                         help="the model name the new results record and reports show (default: the original "
+                              "run's)")
 
-    audit = sub.add_parser("audit", help="how often the configured judge credits answers written to game it")
+    audit = sub.add_parser("audit", help="how often the configured judge credits answers written to game it",
+                           description="Send the judge answers written to fool it (a fixed battery per attack "
+                                       "family) and report how often it credits them (false-positive rates).",
+                           epilog=example("mathjudge audit --judge local",
+                                          "mathjudge audit --tasks gsm8k_gpt4em --judge openai:gpt-4o --limit 5"))
     audit.add_argument("--tasks", help="comma-separated plugin tasks, or a judge (gpt4em, vlmjudge) for all its "
                                        "data sets (default: gpt4em)")
-    audit.add_argument("--metadata", default="{}", help="judge settings as lm_eval --metadata JSON")
+    audit.add_argument("--metadata", default="{}", metavar="JSON", help="judge settings as lm_eval --metadata JSON")
     audit.add_argument("--judge", metavar="BACKEND[:MODEL]", help="shorthand for judge_backend / judge_model")
-    audit.add_argument("--limit", type=int, help="answers per attack family and task (default: judge_audit_limit, 10)")
+    audit.add_argument("--limit", type=int, metavar="N",
+                       help="answers per attack family and task (default: judge_audit_limit, 10)")
     audit.add_argument("--max-false-positive", type=float, metavar="RATE",
                        help="exit with 1 when any family's (or the overall) false-positive rate is above RATE")
     audit.add_argument("--output", metavar="FILE", help="also write the full report (every answer) as JSON here")
@@ -56,20 +93,32 @@ def add_commands(sub) -> None:
 
 
 def _stats_args(parser) -> None:
-    parser.add_argument("--iters", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    parser.add_argument("--iters", type=int, default=10_000, metavar="N", help="bootstrap resamples (default 10000)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
 
 
 def run(args) -> int:
-    from ..core.errors import MathJudgeError
-
     command = {"leaderboard": _leaderboard, "diff": _diff, "agreement": _agreement, "rejudge": _rejudge,
                "audit": _audit}[args.command]
+    # audit keeps its own exit codes (reports/audit.py: 1 above the rate, 2 error, 3 incomplete), a CI gate's
+    return guarded(args.command, lambda: command(args), code=2 if args.command == "audit" else None)
+
+
+def guarded(name: str, command, code: int | None = None) -> int:
+    """Run a command; an error of ours ends it with one block and its documented exit code (core/errors.py),
+    or ``code`` for every error when the command documents its own."""
+    from ..core.errors import DEBUG_ENV, MathJudgeError, clean_report, exit_code
+
     try:
-        return command(args)
+        return command()
     except MathJudgeError as exc:
-        print(f"mathjudge {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        if os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+            import traceback
+
+            traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.write(clean_report(exc, command=f"mathjudge {name}", code=code))
+        return exit_code(exc) if code is None else code
 
 
 def _leaderboard(args) -> int:
@@ -150,11 +199,16 @@ def _agreement(args) -> int:
 
 
 def _rejudge(args) -> int:
+    from .. import compat
     from .rejudge import rejudge
 
     metadata = _judge_metadata(args)
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    for path in rejudge(args.samples, args.output_path, metadata, tasks):
+
+    def show(model: str, results: dict) -> None:  # lm-eval's own table, as lm_eval prints it
+        print(f"{model}:\n{compat.result_table(results)}", flush=True)
+
+    for path in rejudge(args.samples, args.output_path, metadata, tasks, name=args.name, show=show):
         print(f"written {path}")
     return 0
 

@@ -24,6 +24,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..core.docs import question_of, question_texts
 from .runs import ReportError, Sample, load_samples, model_name
@@ -130,8 +131,12 @@ def _norm(text: str | None) -> str:
 
 
 def rejudge(paths: list[str], output_path: str, metadata: dict | None = None,
-            tasks: list[str] | None = None) -> list[str]:
+            tasks: list[str] | None = None, *, name: str | None = None,
+            show: Callable[[str, dict], None] | None = None) -> list[str]:
     """Re-judge the given samples files; returns the results files written (one per model).
+
+    ``name``: the model name to record (samples of one model only; default: the original run's).
+    ``show(model, results)`` is called with lm-eval's results of each model (the CLI prints its table).
 
     A SIGINT or SIGTERM stops it as it stops ``lm_eval`` (``stop.py``): the replies received are
     cached, so the same command judges only the rest.
@@ -139,24 +144,32 @@ def rejudge(paths: list[str], output_path: str, metadata: dict | None = None,
     from ..calls import stop
 
     with stop.guarded("rejudge", _stopped_note):
-        return _rejudge(paths, output_path, metadata, tasks)
+        return _rejudge(paths, output_path, metadata, tasks, name, show)
 
 
 def _stopped_note() -> str:
     return "Every judge reply received is in the judge cache: rerun the same command to judge only the rest."
 
 
-def _rejudge(paths: list[str], output_path: str, metadata: dict | None, tasks: list[str] | None) -> list[str]:
+def _rejudge(paths: list[str], output_path: str, metadata: dict | None, tasks: list[str] | None,
+             name: str | None = None, show: Callable[[str, dict], None] | None = None) -> list[str]:
     sources = [read_source(p) for p in paths]
     for source in sources:  # unknown tasks fail before lm-eval is even imported
         targets_for(source.task, tasks)
     by_model: dict[str, list[Source]] = {}
     for source in sources:
         by_model.setdefault(source.model, []).append(source)
-    return [_rejudge_model(group, output_path, dict(metadata or {}), tasks) for group in by_model.values()]
+    if name is not None and not name.strip():
+        raise ReportError("--name is empty: give the model name the re-judged results should record")
+    if name is not None and len(by_model) > 1:
+        raise ReportError(f"--name names one model, but the samples files are of {len(by_model)} "
+                          f"({', '.join(by_model)}); re-judge each model's files with its own --name")
+    return [_rejudge_model(group, output_path, dict(metadata or {}), tasks, name, show)
+            for group in by_model.values()]
 
 
-def _rejudge_model(sources: list[Source], output_path: str, metadata: dict, tasks: list[str] | None) -> str:
+def _rejudge_model(sources: list[Source], output_path: str, metadata: dict, tasks: list[str] | None,
+                   name: str | None = None, show: Callable[[str, dict], None] | None = None) -> str:
     from lm_eval.api.registry import model_registry
     from lm_eval.evaluator import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
@@ -173,6 +186,8 @@ def _rejudge_model(sources: list[Source], output_path: str, metadata: dict, task
     loaded = manager.load(targets)["tasks"]
     docs = {name: list(task.eval_docs) for name, task in loaded.items()}
     work = plan(sources, docs, tasks)
+    if name:
+        work.model = name.strip()
     for task, count in work.skipped.items():
         print(f"mathjudge rejudge: {count} sample(s) of {task} have no doc of this plugin's data "
               "(matched by question text); skipped", file=sys.stderr)
@@ -193,6 +208,8 @@ def _rejudge_model(sources: list[Source], output_path: str, metadata: dict, task
     tracker.general_config_tracker.model_name = work.model
     tracker.general_config_tracker.model_name_sanitized = safe
     samples = results.pop("samples")
+    if show is not None:
+        show(work.model, results)
     tracker.save_results_aggregated(results=results, samples=samples)
     for task in results["configs"]:
         tracker.save_results_samples(task_name=task, samples=samples[task])

@@ -224,7 +224,18 @@ def _metrics(values: dict[str, Any]) -> dict[str, tuple[float, float | None]]:
 
 
 def _data_source(config: dict[str, Any]) -> str:
-    parts = [config.get("dataset_path"), config.get("dataset_name"), config.get("test_split")]
+    """The data set as a reader knows it: the hub id, or ``local:<folder>@<hash>`` for a local copy.
+
+    A local file's absolute path says nothing to another reader (and makes the table overflow); its
+    folder names the data set and the content hash tells two different copies apart.
+    """
+    path = config.get("dataset_path")
+    source = (config.get("metadata") or {}).get("data_source") or {}
+    if path and (isinstance(source, dict) and source.get("path") or os.path.isabs(str(path))):
+        folder = os.path.basename(os.path.dirname(str(path))) or os.path.basename(str(path))
+        sha = source.get("sha256") if isinstance(source, dict) else None
+        path = f"local:{folder}" + (f"@{str(sha)[:8]}" if sha else "")
+    parts = [path, config.get("dataset_name"), config.get("test_split")]
     return " ".join(str(p) for p in parts if p) or "unknown"
 
 

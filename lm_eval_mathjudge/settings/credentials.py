@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, CredentialsError
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def require(service: str | Service, who: str, environ: Mapping[str, str] | None 
     environ = os.environ if environ is None else environ
     entry = SERVICES[service] if isinstance(service, str) else service
     if entry.variables and not any(environ.get(n, "").strip().lower() not in ("", "0", "false") for n in entry.variables):
-        raise ConfigError(f"{who} needs credentials, and none of {', '.join(entry.variables)} is set: "
+        raise CredentialsError(f"{who} needs credentials, and none of {', '.join(entry.variables)} is set: "
                           f"{entry.hint}.{' ' + otherwise if otherwise else ''}")
 
 

@@ -26,7 +26,7 @@ import math
 import os
 from typing import Any, Mapping
 
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, did_you_mean
 from .credentials import looks_like_credential, refuse_credentials, refused_name
 from .models import DEFAULT_BACKEND, DEFAULTS, model_defaults
 from .schema import (BACKENDS, ENV_PREFIX, FIELDS, META_PREFIX, OTHER_ENV, RUN_OPTIONS, SCOPES, TYPES, JudgeSettings,
@@ -160,7 +160,8 @@ def _from_env(environ: Mapping[str, str], judge: str) -> dict[str, Any]:
     known = {p + name.upper() for p in every for name in (*FIELDS, *RUN_OPTIONS)} | set(OTHER_ENV)
     unknown = sorted(v for v in environ if v.startswith(ENV_PREFIX) and v not in known)
     if unknown:
-        raise ConfigError(f"unknown environment variable {', '.join(unknown)}: judge settings are MATHJUDGE_<NAME> "
+        hint = "".join(did_you_mean(v, sorted(known)) for v in unknown[:1])
+        raise ConfigError(f"unknown environment variable {', '.join(unknown)}{hint}: judge settings are MATHJUDGE_<NAME> "
                           f"or MATHJUDGE_<GPT4EM|VLM>_<NAME> with NAME one of {', '.join(FIELDS).upper()} "
                           f"(other variables: {', '.join(OTHER_ENV)}); fix the spelling or unset it")
     return {name: environ[p + name.upper()] for p in _env_prefixes(judge) for name in FIELDS
@@ -184,7 +185,8 @@ def _check_names(values: dict[str, Any], where: str, prefix: str = "") -> dict[s
             continue
         if looks_like_credential(name):
             raise ConfigError(refused_name(where, prefix + name))
-        raise ConfigError(f"{where} sets unknown judge setting {prefix}{name}; known: "
+        raise ConfigError(f"{where} sets unknown judge setting {prefix}{name}"
+                          f"{did_you_mean(name, [*FIELDS, *RUN_OPTIONS], prefix)}; known: "
                           + ", ".join(prefix + f for f in FIELDS))
     return values
 

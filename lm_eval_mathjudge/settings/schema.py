@@ -25,7 +25,7 @@ from .models import DEFAULT_EXACT_MATCH_MODEL, DEFAULT_MAX_TOKENS
 BACKENDS = ("openai", "azure", "local", "gemini")
 ENV_PREFIX = "MATHJUDGE_"
 SCOPES = {"exact_match": "gpt4em", "vlm": "vlm"}  # judge -> prefix of its own settings
-OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD")  # read elsewhere, not settings
+OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD", "MATHJUDGE_DEBUG")  # read elsewhere, not settings
 META_PREFIX = "judge_"
 # Judge-run options that are not per-judge settings (panel.py, cascade.py, media.py, audit); same layers and names.
 RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade", "media_dirs", "audit", "audit_limit")
