@@ -242,11 +242,11 @@ def test_the_development_page_lists_the_layers_in_their_order():
 # kind in the samples and results files: the page lists those by kind.
 USER_ERRORS = {"ConfigError", "ReportError", "UnsupportedLmEvalError", "BudgetExceeded", "BatchUnavailable",
                "JudgeRunError", "DryRunDone", "BatchPending", "GenerationRunError", "FatalJudgeError",
-               "MissingMatplotlib"}
+               "MissingMatplotlib", "CredentialsError", "DataError"}
 SAMPLE_FAILURES = {"JudgeRefusal", "GenerationFailure", "MediaError", "UnsendableRequest"}
 # Messages built away from the raise site: where their text comes from (function or constant name).
 MESSAGE_SOURCES = {"problem": ("_problems", "_option_problems"), "hub_failure": ("hub_failure",),
-                   "refused_name": ("refused_name",), "PNG_HINT": ("PNG_HINT",),
+                   "refused_name": ("refused_name",), "PNG_HINT": ("PNG_HINT",), "png_hint": ("png_hint",),
                    "failure_message": ("failure_message",)}
 # Sites that raise again, with more context, a message raised (and listed) elsewhere.
 REWRAPPED = {
@@ -311,6 +311,18 @@ def _message_sites():
             elif text is None or not text.strip("{} ().:"):
                 unresolved.append(f"{where}: {ast.unparse(node.args[0])[:80]}")
     return sites, unresolved
+
+
+def test_every_error_class_of_ours_is_a_user_error_or_a_sample_failure():
+    """A new error type must be sorted here, so its messages are held to a troubleshooting row."""
+    import inspect as inspect_module
+
+    from lm_eval_mathjudge.core import errors
+
+    ours = {name for name, obj in vars(errors).items()
+            if inspect_module.isclass(obj) and issubclass(obj, errors.MathJudgeError) and obj.__module__ == errors.__name__}
+    internal = {"MathJudgeError", "JudgeCallError", "TransientJudgeError", "UnparseableReply"}  # bases, retried or counted
+    assert not ours - USER_ERRORS - SAMPLE_FAILURES - internal, sorted(ours - USER_ERRORS - SAMPLE_FAILURES - internal)
 
 
 def _page_phrases() -> list[str]:
