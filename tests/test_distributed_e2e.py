@@ -1,5 +1,7 @@
 """Two ranks for real: ``accelerate launch --num_processes 2 -m lm_eval --model hf``, a tiny GPT-2 built
-offline (random weights), CPU, gloo, judged by the loopback OpenAI judge.
+offline (random weights), CPU, gloo, judged by the loopback OpenAI judge. accelerate starts its
+multi-process launcher with ``--multi_gpu`` and runs on the CPU over gloo with ``ACCELERATE_USE_CPU=1``
+(``--cpu`` alone would start one process).
 
 lm-eval 0.4.13 shards the HF model's docs over ranks only when ``torch.cuda.device_count() > 1``; on a
 CPU machine a ``sitecustomize`` on PYTHONPATH makes the ranks report two devices. That is the one stand-in:
@@ -92,7 +94,9 @@ def _run(world: dict, name: str, args: list[str], *, ranks: int, cache: str) -> 
     if ranks == 1:
         command = [LM_EVAL, *args]
     else:
-        command = [ACCELERATE, "launch", "--num_processes", str(ranks), "--num_machines", "1",
+        # accelerate's multi-process launcher, told to use the CPU (gloo): --cpu alone starts one process
+        env["ACCELERATE_USE_CPU"] = "1"
+        command = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", str(ranks), "--num_machines", "1",
                    "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "lm_eval", *args]
     proc = subprocess.run([*command, "--output_path", str(out)], env=env, capture_output=True, text=True,
                           timeout=900, cwd=world["root"])
