@@ -100,6 +100,7 @@ def _run(world: dict, name: str, args: list[str], *, ranks: int, cache: str) -> 
                    "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "lm_eval", *args]
     proc = subprocess.run([*command, "--output_path", str(out)], env=env, capture_output=True, text=True,
                           timeout=900, cwd=world["root"])
+    (world["root"] / f"{name}.stderr").write_text(proc.stderr)  # for a look after a failure
     return Run(proc.returncode, proc.stdout, proc.stderr, out)
 
 
@@ -160,7 +161,9 @@ def test_a_dry_run_and_a_budget_decide_on_the_whole_run_on_every_rank(world, sin
     assert _judge_calls(world) == calls  # no rank paid for anything
 
     # The printed resume command replays every doc of both ranks, in one process.
-    [command] = set(re.findall(r"resume with (lm_eval --model mathjudge-replay .*?) \(it judges only", refused.stderr))
+    commands = set(re.findall(r"resume with (lm_eval (?:run )?--model mathjudge-replay .*?) \(it judges only", refused.stderr))
+    assert len(commands) == 1, commands  # every rank names the same one
+    [command] = commands
     args = shlex.split(command)[1:]
     meta = args.index("--metadata") + 1
     args[meta] = json.dumps({**json.loads(args[meta]), "judge_budget_usd": 10 * whole})  # as its message says
