@@ -120,6 +120,7 @@ PROCESS_STATE = (
     ("lm_eval_mathjudge.harness.recovery", "_WANTED"),
     ("lm_eval_mathjudge.harness.recovery", "_FINISHED"),
     ("lm_eval_mathjudge.harness.recovery", "_RANK"),
+    ("lm_eval_mathjudge.harness.recovery", "_WHOLE"),  # files holding the generations of every rank
     ("lm_eval_mathjudge.harness.run", "_PENDING"),  # judged tasks waiting for the run's judging pass
     ("lm_eval_mathjudge.judging.cache", "_MOVED"),  # network cache folders already warned about
     ("lm_eval_mathjudge.judging.cache", "_OPEN_OWNERS"),  # lease owners of caches open in this process

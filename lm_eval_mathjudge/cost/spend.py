@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
+from ..core.ranks import World
 from ..core.types import JudgeRequest
 from . import budget, estimate
 
@@ -23,21 +24,33 @@ class Part:
     items: Callable[[], Iterator[tuple[str, JudgeRequest]]]  # unique (key, request), rendered lazily
 
 
-def check_spend(parts: Sequence[Part], saved: str | Callable[[], str] = "") -> None:
+def check_spend(parts: Sequence[Part], saved: str | Callable[[], str] = "", world: World = World()) -> None:
     """Dry run: print the run's estimate and stop. Budget: refuse above it. Both before any judge call.
 
     ``saved`` says where the generations were kept; a callable is only called when the run stops.
+    In a run of several ranks the estimates of every rank are gathered first, so every rank decides on
+    the whole run's total, the same way (none starts paying when the total is over the budget); rank 0
+    prints the table. The settings are the same on every rank, so every rank reaches the gather or none.
     """
     settings = [part.client.settings for part in parts]
     dry = any(s.dry_run for s in settings)
     if not dry and budget.budget_of(settings) is None:
         return
-    estimates = [_estimate(part) for part in parts]
+    estimates = _per_part(world.gather([_estimate(part) for part in parts]))
     total = estimate.combine(estimates)
-    print(estimate.format_estimates(estimates), file=sys.stderr, flush=True)
+    if world.first:
+        print(estimate.format_estimates(estimates), file=sys.stderr, flush=True)
     if dry:
         raise budget.dry_run_stop(total, settings, saved=saved)
     budget.check_budget(total, settings, saved=saved)
+
+
+def _per_part(ranks: list[list[estimate.Estimate]]) -> list[estimate.Estimate]:
+    """One estimate per part over every rank: each rank has the same parts (tasks and judges) in the
+    same order, each estimated on that rank's share of the docs."""
+    if len(ranks) == 1:
+        return ranks[0]
+    return [estimate.combine(group, task=group[0].task) for group in zip(*ranks)]
 
 
 def _estimate(part: Part) -> estimate.Estimate:

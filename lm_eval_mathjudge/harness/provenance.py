@@ -45,10 +45,12 @@ def _pipeline(options: RunOptions, members: Sequence[JudgeSettings]) -> dict[str
     return {}
 
 
-def run_stats(task: str, judge: Any, failures: Counter, skipped: Sequence[Outcome]) -> dict[str, Any]:
+def run_stats(task: str, judge: Any, failures: Counter, skipped: Sequence[Outcome],
+              combined: dict[str, Any] | None = None) -> dict[str, Any]:
     """The judge's stats for this task, logged. ``failures`` are per sample (counted once, by the pass);
-    ``skipped`` are the outcomes of samples never sent (no media to judge), which are warned about."""
-    stats = {**judge.stats.as_dict(), "failures": dict(failures)}
+    ``skipped`` are the outcomes of samples never sent (no media to judge), which are warned about.
+    ``combined``: the stats summed over every rank of the run (``schedule.summarise``), when there are."""
+    stats = dict(combined) if combined is not None else {**judge.stats.as_dict(), "failures": dict(failures)}
     not_generated = Counter(o.failure for o in skipped)
     if not_generated:
         log.warning("%s: %d samples have no media to judge (%s); each counts as judge_failed",

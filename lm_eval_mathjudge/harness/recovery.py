@@ -51,6 +51,7 @@ _LIVE: dict[int, tuple["weakref.ref[Any]", list[str | None]]] = {}
 _WANTED: set[str] = set()  # those keys: generations of judged tasks
 _FINISHED: dict[str, str] = {}  # key -> generation, as lm-eval's model finished it (until judging starts)
 _RANK = [0]  # this process's rank (lm-eval names its cache files by it)
+_WHOLE: dict[str, str] = {}  # cache folder -> the file holding the generations of every rank (a run of several)
 
 # lm_eval options that describe the model; a replay does without them. name -> how many values follow
 # ("+" = every value up to the next option, "?" = one value unless the next token is an option).
@@ -102,8 +103,14 @@ def checkpoint(cache_dir: str) -> str | None:
     """Before judging: write every live task's generations (all docs) to disk; the file's path.
 
     Called by each judged task before it judges; a second call with the same generations writes nothing.
+    In a run of several ranks (every rank calls this for the same tasks) the rows of every rank are
+    gathered and each rank writes the same one file, so a stop on any rank names all the docs.
     """
     rows, total, _ = _rows()
+    world = _world()
+    if world.size > 1:  # a collective: before any rank returns early
+        shares = world.gather((rows, total))
+        rows, total = [row for share, _ in shares for row in share], sum(count for _, count in shares)
     if not rows or len(rows) < total:
         return None
     _FINISHED.clear()  # generation is over: the instances hold every response now
@@ -113,8 +120,21 @@ def checkpoint(cache_dir: str) -> str | None:
     except Exception as exc:  # noqa: BLE001 - judging goes on: the verdicts are cached either way
         log.warning("could not save the generations before judging (%s); judging goes on", redact(str(exc)))
         return None
+    if world.size > 1:
+        _WHOLE[cache_dir] = path
     log.info("the generations of %d task(s) are saved in %s", len({r[0] for r in rows}), path)
     return path
+
+
+def _world() -> Any:
+    """The ranks of the live tasks (lm-eval gives every task of a run the same)."""
+    from ..core.ranks import World
+
+    for ref, _ in list(_LIVE.values()):
+        task = ref()
+        if task is not None and isinstance(getattr(task, "world", None), World):
+            return task.world
+    return World()
 
 
 def keep_generations(cache_dir: str, *, none: str = "No generations were kept.") -> str:
@@ -125,7 +145,11 @@ def keep_generations(cache_dir: str, *, none: str = "No generations were kept.")
             return none
         if partial and len(rows) < total:
             return _keep_partial(cache_dir, partial, total)
-        path = save_generations(cache_dir, rows)
+        whole = _WHOLE.get(cache_dir)  # every rank's generations, saved by checkpoint
+        path = whole if whole and os.path.isfile(whole) else save_generations(cache_dir, rows)
+        if whole and path == whole:
+            return (f"The generations of every rank ({len({r[0] for r in rows})} task(s)) are saved in {path}: "
+                    f"resume with {resume_command(path)} (it judges only what the judge cache does not hold).")
     except Exception as exc:  # noqa: BLE001 - the error being reported matters more than this one
         log.debug("saving generations failed", exc_info=True)
         return f"The generations could not be saved ({redact(str(exc))})."

@@ -85,13 +85,14 @@ def judge_specs(started: Sequence[tuple[TaskSpec, Job]]) -> None:
     """Dry run and budget, batch submission, one pool, one cost table; then each spec records its job."""
     jobs = [job for _, job in started]
     audits = dict(spec.audit for spec, _ in started if spec.audit is not None)  # each judge's audit, once
+    world = started[0][0].world  # every rank takes part in each step below (core/ranks.py)
     saved = functools.partial(recovery.keep_generations, started[0][0].cache_dir)
     spend.check_spend(schedule.parts_of(jobs) + [part for parts in audits.values() for part in parts()],
-                      saved=saved)  # before any call
+                      saved=saved, world=world)  # before any call, on the whole run's estimate
     schedule.submit_all_batches(jobs, saved)
     names = [job.name for job in jobs]
     schedule.judge(jobs, f"judging {names[0]}" if len(names) == 1 else f"judging {len(names)} tasks")
-    schedule.summarise(jobs)
+    schedule.summarise(jobs, world)
     for spec, job in started:
         spec.record(job)
 

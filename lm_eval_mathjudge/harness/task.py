@@ -34,7 +34,7 @@ from typing import Any
 from .. import compat, generators
 from ..calls import stop
 from ..compat import TaskBase
-from ..core import docs as data, flags
+from ..core import docs as data, flags, ranks
 from ..core.errors import ConfigError, DataError, JudgeRunError, MediaError
 from ..core.judges import JUDGE_FAILED, JUDGES, Judge
 from ..core.media import refused as media_refused
@@ -87,6 +87,7 @@ class JudgedTask(TaskBase):
         self._judged: tuple[list[tuple[Any, str]], Job] | None = None  # (slots, this task's share of the pass)
         self._members_open: list[JudgeClient] = []
         self._media_dirs: tuple[str, ...] | None = None  # where media may be attached from (_media_roots)
+        self.world = ranks.World()  # the ranks lm-eval shards the docs over (set when the requests are built)
         register_metrics()
         if int(config.get("repeats") or 1) > 1:
             raise ConfigError(f"task {config.get('task')}: repeats > 1 is not supported by judged tasks (only one "
@@ -140,11 +141,12 @@ class JudgedTask(TaskBase):
         # The earliest point that is both before any generation and after lm-eval has applied
         # --predict_only (lm-eval 0.4.13 builds the model before the tasks, so task __init__ is
         # not earlier than the model either): a judge that cannot work stops the run here.
-        if not self._bypassed():
-            self._open_judge()
+        self.world = ranks.world_of(kwargs.get("rank"), kwargs.get("world_size"))  # lm-eval's sharding of the docs
+        if not self._bypassed():  # rank 0 first: its passed preflight, remembered in the cache, spares the others
+            self.world.first_then_rest(self._open_judge)
         self._filtered = None  # new instances: their filters have not run
         super().build_all_requests(**kwargs)
-        recovery.track(self, rank=kwargs.get("rank") or 0)
+        recovery.track(self, rank=self.world.rank)
         if not self._bypassed():
             run.register(self)
             # From here to the end of this task's judging a SIGINT/SIGTERM keeps the generations (stop.py).
@@ -215,7 +217,7 @@ class JudgedTask(TaskBase):
         audit = (self._audit_key(), self._audit_parts) if self._options.audit else None
         return TaskSpec(name=self.config.task, judge=self._client, members=tuple(self._members_open),
                         slots=len(slots), render=render, record=record,
-                        cache_dir=self._settings.resolved_cache_dir(), audit=audit)
+                        cache_dir=self._settings.resolved_cache_dir(), audit=audit, world=self.world)
 
     def _finish(self) -> None:
         """Write this task's outcomes into its instances, scores and metadata; raise for its own failures only."""
@@ -235,7 +237,7 @@ class JudgedTask(TaskBase):
             flagged.append((fields["judge_flags"], self._scores[record]))
             inst.filtered_resps[key] = record
         self.config.metadata["judge"]["run"] = provenance.run_stats(self.config.task, client, job.failures(),
-                                                                    list(job.skipped.values()))
+                                                                    list(job.skipped.values()), job.run_stats)
         self._note_flags(flagged)
         if job.cost is not None:
             self.config.metadata["judge"].update(job.cost)

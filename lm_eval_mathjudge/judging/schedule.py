@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..calls.workers import run_bounded
+from ..core.ranks import World, add_up
 from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome, clean_text
 from ..cost.ledger import Ledger
@@ -49,6 +50,7 @@ class TaskSpec:
     record: Callable[["Job"], None]
     cache_dir: str = ""  # where a stop says the generations were kept
     audit: tuple[str, Callable[[], list[Part]]] | None = None  # (key, parts) of the judge audit run after it
+    world: World = World()  # the ranks lm-eval sharded the docs over (core/ranks.py)
 
 
 @dataclass
@@ -68,6 +70,7 @@ class Job:
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     error: BaseException | None = None  # an unexpected error while judging this task (raised by it)
     cost: dict[str, Any] | None = None
+    run_stats: dict[str, Any] | None = None  # the judge's stats, failures per sample, summed over every rank
 
     @classmethod
     def build(cls, name: str, client: Any, slots: int, render: Callable[[int], JudgeRequest | Outcome],
@@ -235,16 +238,29 @@ def parts_for(name: str, members: Sequence[Any], requests: Callable[[], Iterable
     return [Part(name, member, lambda m=member: ((m.key(r), r) for r in requests())) for member in members]
 
 
-def summarise(jobs: Sequence[Job]) -> None:
+def summarise(jobs: Sequence[Job], world: World = World()) -> None:
     """One cost table for the run, one line per member judge of each task; each job gets its task's
-    block and the run's totals."""
+    block and the run's totals, and its judge's stats (``run_stats``).
+
+    In a run of several ranks each rank judged its own share: the stats of every rank are gathered
+    (a collective: every rank calls this once per pass), so the block, the stats and the table (printed
+    by rank 0 only) cover the whole run, the same on every rank."""
+    mine = [(job.name, [(m.settings, m.stats) for m in job.members], job.failures(),
+             job.client.stats.as_dict()) for job in jobs]
+    ranks = world.gather(mine)
     ledger = Ledger()
-    for job in jobs:
-        single = len(job.members) == 1 and job.members[0] is job.client
-        for member in job.members:  # a plain task's failures are per sample; a member's are its own
-            ledger.record_stats(job.name, member.settings, member.stats, failed=job.failed() if single else None)
-    print(ledger.table(), file=sys.stderr, flush=True)
+    for rank in ranks:
+        for job, (_name, members, failures, _stats) in zip(jobs, rank):
+            single = len(job.members) == 1 and job.members[0] is job.client
+            for settings, stats in members:  # a plain task's failures are per sample; a member's are its own
+                ledger.record_stats(job.name, settings, stats, failed=sum(failures.values()) if single else None)
+    if world.first:
+        print(ledger.table(), file=sys.stderr, flush=True)
     run_block = ledger.as_dict()
     run_block = {**{k: v for k, v in run_block.items() if k != "tasks"}, "tasks": list(run_block["tasks"])}
-    for job in jobs:
+    for i, job in enumerate(jobs):
         job.cost = {"cost": ledger.task_dict(job.name), "run_cost": run_block}
+        job.run_stats = {**add_up(rank[i][3] for rank in ranks),
+                         "failures": dict(add_up(rank[i][2] for rank in ranks))}
+        if world.size > 1:
+            job.run_stats["ranks"] = world.size
