@@ -29,6 +29,7 @@ results/samples files                                  as it is)
                        0.4.12: rank)
 finished generations   ``CacheHook.add_partial(attr, args, result)`` and ``hash_args(attr, args)``
                        (its key) in ``lm_eval.api.model``, the same in all three
+a model by its name    ``lm_eval.api.registry.get_model(name)``, the same in all three
 =====================  ==============================  ===================================
 
 Everything that touches lm-eval is imported inside functions, so importing
@@ -152,6 +153,18 @@ def watch_generations(callback: Callable[[str, Any, Any], None]) -> None:
     add_partial._mathjudge = True  # type: ignore[attr-defined]
     add_partial.__wrapped__ = original  # type: ignore[attr-defined]
     CacheHook.add_partial = add_partial
+
+
+def build_model(name: str, kwargs: dict[str, Any]) -> Any:
+    """An lm-eval model by its registered name, built from parsed model arguments (as
+    ``LM.create_from_arg_string`` does: None values left out)."""
+    from lm_eval.api.registry import get_model
+
+    try:
+        cls = get_model(name)
+    except ValueError as exc:
+        raise ConfigError(f"fallback={name}: lm-eval knows no such model ({exc})") from None
+    return cls(**{k: v for k, v in kwargs.items() if v is not None})
 
 
 def generation_cache_file(prefix: str, rank: int) -> str:

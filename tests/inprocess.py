@@ -117,6 +117,8 @@ PROCESS_STATE = (
     ("lm_eval_mathjudge.harness.recovery", "_WANTED"),
     ("lm_eval_mathjudge.harness.recovery", "_FINISHED"),
     ("lm_eval_mathjudge.harness.recovery", "_RANK"),
+    ("lm_eval_mathjudge.harness.recovery", "_SOURCES"),  # the live file: each judged instance's doc, by key
+    ("lm_eval_mathjudge.harness.recovery", "_STREAM"),  # the live file: its folder, path, keys written
     ("lm_eval_mathjudge.harness.run", "_PENDING"),  # judged tasks waiting for the run's judging pass
     ("lm_eval_mathjudge.judging.cache", "_MOVED"),  # network cache folders already warned about
     ("lm_eval_mathjudge.judging.cache", "_OPEN_OWNERS"),  # lease owners of caches open in this process

@@ -140,8 +140,10 @@ class JudgedTask(TaskBase):
             self._open_judge()
         self._filtered = None  # new instances: their filters have not run
         super().build_all_requests(**kwargs)
-        recovery.track(self, rank=kwargs.get("rank") or 0)
-        if not self._bypassed():
+        judged = not self._bypassed()
+        recovery.track(self, rank=kwargs.get("rank") or 0,
+                       cache_dir=self._settings.resolved_cache_dir() if judged else None)
+        if judged:
             run.register(self)
             # From here to the end of this task's judging a SIGINT/SIGTERM keeps the generations (stop.py).
             stop.guard(self._stop_key, functools.partial(recovery.stop_message, self._settings.resolved_cache_dir()))
