@@ -191,7 +191,11 @@ def filter_ensembles(task: Any) -> list:
 
 def filters_per_response(task: Any) -> bool:
     """True when every filter of the task reads one response at a time (see ``_PER_RESPONSE_FILTERS``)."""
-    ensembles = filter_ensembles(task)
+    return per_response(filter_ensembles(task))
+
+
+def per_response(ensembles: list) -> bool:
+    """True when there are pipelines and every filter of them is one of ``_PER_RESPONSE_FILTERS``."""
     for ensemble in ensembles:
         for factory in ensemble.filters:
             cls = getattr(factory, "func", factory)
