@@ -155,4 +155,9 @@ def test_one_response_filtered_alone_gives_what_the_whole_pipeline_gives():
     ensembles = [build_filter_ensemble("strict", [["regex", {"regex_pattern": r"#### (\-?[0-9\.\,]+)"}],
                                                   ["take_first", None]])]
     task = SimpleNamespace(_filters=ensembles, _scorers=[SimpleNamespace(filter=e) for e in ensembles])
-    assert compat.filter_one(task, ["so the answer is\n#### 42"], {}) == {"strict": "42"}
+    responses = ["so the answer is\n#### 42", "no number here", "#### 7 and #### 8"]
+    instances = [SimpleNamespace(resps=[r], doc={}, filtered_resps={}) for r in responses]
+    for ensemble in ensembles:
+        ensemble.apply(instances)  # lm-eval's way: the whole task at once
+    assert [compat.filter_one(task, [r], {}) for r in responses] == [i.filtered_resps for i in instances]
+    assert "42" in str(instances[0].filtered_resps["strict"])
