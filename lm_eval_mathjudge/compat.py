@@ -33,6 +33,8 @@ result table           ``lm_eval.utils.make_table(results[, "groups"])`` in all 
 recorded model name    ``GeneralConfigTracker.log_experiment_args(model_source, model_args, ...)``
                        in ``lm_eval.loggers.evaluation_tracker`` sets ``model_name`` from
                        ``model_args`` in all three (``_startup`` lets ``name=`` win for our models)
+a model by its name    ``lm_eval.api.registry.get_model(name)``, the same in all three
+filter pipelines       ``task._filters``                  ``scorer.filter`` of each scorer
 =====================  ==============================  ===================================
 
 Everything that touches lm-eval is imported inside functions, so importing
@@ -147,27 +149,87 @@ def generation_key(args: Any) -> str | None:
         return None
 
 
+_WATCHERS: list[Callable[[str, Any, Any], None]] = []  # who is told of each finished generation
+
+
 def watch_generations(callback: Callable[[str, Any, Any], None]) -> None:
     """Also hand every result an lm-eval model reports as finished (``CacheHook.add_partial``, which
-    the API, hf and vLLM adapters call per request) to ``callback``. Once per process; never raises."""
+    the API, hf and vLLM adapters call per request) to ``callback`` (each callback once); never raises."""
     from lm_eval.api.model import CacheHook
 
+    if callback not in _WATCHERS:
+        _WATCHERS.append(callback)
     original = CacheHook.add_partial
     if getattr(original, "_mathjudge", False):
         return
 
     def add_partial(self, attr, req, res):
-        try:
-            callback(attr, req, res)
-        except Exception:  # noqa: BLE001 - watching must never break the model
-            import logging
+        for watcher in list(_WATCHERS):
+            try:
+                watcher(attr, req, res)
+            except Exception:  # noqa: BLE001 - watching must never break the model
+                import logging
 
-            logging.getLogger(__name__).debug("watching a finished generation failed", exc_info=True)
+                logging.getLogger(__name__).debug("watching a finished generation failed", exc_info=True)
         return original(self, attr, req, res)
 
     add_partial._mathjudge = True  # type: ignore[attr-defined]
     add_partial.__wrapped__ = original  # type: ignore[attr-defined]
     CacheHook.add_partial = add_partial
+
+
+def build_model(name: str, kwargs: dict[str, Any]) -> Any:
+    """An lm-eval model by its registered name, built from parsed model arguments (as
+    ``LM.create_from_arg_string`` does: None values left out)."""
+    from lm_eval.api.registry import get_model
+
+    try:
+        cls = get_model(name)
+    except ValueError as exc:
+        raise ConfigError(f"fallback={name}: lm-eval knows no such model ({exc})") from None
+    return cls(**{k: v for k, v in kwargs.items() if v is not None})
+
+
+# lm-eval's filters that read each response on its own (and its doc): applied to one response as it
+# arrives, they give what the task's filters give once all have arrived. Any other filter (a custom
+# function, decontamination) may look across responses, so such a task is judged after generation.
+_PER_RESPONSE_FILTERS = frozenset({"NoopFilter", "TakeFirstFilter", "TakeKFilter", "MajorityVoteFilter", "RegexFilter",
+                                   "MultiChoiceRegexFilter", "WhitespaceFilter", "LowercaseFilter", "UppercaseFilter",
+                                   "MapFilter"})
+
+
+def filter_ensembles(task: Any) -> list:
+    """The task's named filter pipelines (0.4: ``task._filters``; 0.5: one per scorer)."""
+    if is_05():
+        return [scorer.filter for scorer in getattr(task, "_scorers", None) or []]
+    return list(getattr(task, "_filters", None) or [])
+
+
+def filters_per_response(task: Any) -> bool:
+    """True when every filter of the task reads one response at a time (see ``_PER_RESPONSE_FILTERS``)."""
+    return per_response(filter_ensembles(task))
+
+
+def per_response(ensembles: list) -> bool:
+    """True when there are pipelines and every filter of them is one of ``_PER_RESPONSE_FILTERS``."""
+    for ensemble in ensembles:
+        for factory in ensemble.filters:
+            cls = getattr(factory, "func", factory)
+            if (getattr(cls, "__name__", "") not in _PER_RESPONSE_FILTERS
+                    or not getattr(cls, "__module__", "").startswith("lm_eval.filters.")):
+                return False
+    return bool(ensembles)
+
+
+def filter_one(task: Any, resps: list, doc: Any) -> dict[str, Any]:
+    """What each of the task's filter pipelines makes of one instance's responses: name -> value."""
+    out = {}
+    for ensemble in filter_ensembles(task):
+        values: Any = [resps]
+        for factory in ensemble.filters:
+            values = factory().apply(values, [doc])
+        out[ensemble.name] = list(values)[0]
+    return out
 
 
 def generation_cache_file(prefix: str, rank: int) -> str:

@@ -123,3 +123,41 @@ def test_an_unsupported_lm_eval_fails_at_task_build_and_model_creation_not_at_im
         assert where in lines, proc.stdout + proc.stderr[-2000:]
         assert "UnsupportedLmEvalError" in lines[where] and "0.4.12, 0.4.13 or 0.5.0.dev1" in lines[where]
         assert "lm-eval 0.4.11 is installed" in lines[where]
+
+
+# Which tasks are judged as their generations arrive: only those whose every filter reads one response.
+FILTER_CASES = [
+    ([("none", [["take_first", None]])], True),
+    ([("strict", [["regex", {"regex_pattern": r"#### (\-?[0-9\.\,]+)"}], ["take_first", None]]),
+      ("flexible", [["regex", {"regex_pattern": r"(-?[$0-9.,]{2,})|(-?[0-9]+)", "group_select": -1}],
+                    ["take_first", None]])], True),
+    ([("clean", [["remove_whitespace", None], ["lowercase", None], ["take_first", None]])], True),
+    ([("maj", [["majority_vote", None], ["take_first", None]])], True),
+    ([("mine", [["custom", {"filter_fn": lambda resps, docs: resps}], ["take_first", None]])], False),
+    ([("none", [["take_first", None]]), ("mine", [["custom", {"filter_fn": lambda resps, docs: resps}]])], False),
+    ([], False),
+]
+
+
+@pytest.mark.parametrize("pipelines, streams", FILTER_CASES)
+def test_only_filters_that_read_one_response_at_a_time_let_a_task_stream(pipelines, streams):
+    from lm_eval.filters import build_filter_ensemble
+
+    ensembles = [build_filter_ensemble(name, steps) for name, steps in pipelines]
+    assert compat.per_response(ensembles) is streams
+
+
+def test_one_response_filtered_alone_gives_what_the_whole_pipeline_gives():
+    from types import SimpleNamespace
+
+    from lm_eval.filters import build_filter_ensemble
+
+    ensembles = [build_filter_ensemble("strict", [["regex", {"regex_pattern": r"#### (\-?[0-9\.\,]+)"}],
+                                                  ["take_first", None]])]
+    task = SimpleNamespace(_filters=ensembles, _scorers=[SimpleNamespace(filter=e) for e in ensembles])
+    responses = ["so the answer is\n#### 42", "no number here", "#### 7 and #### 8"]
+    instances = [SimpleNamespace(resps=[r], doc={}, filtered_resps={}) for r in responses]
+    for ensemble in ensembles:
+        ensemble.apply(instances)  # lm-eval's way: the whole task at once
+    assert [compat.filter_one(task, [r], {}) for r in responses] == [i.filtered_resps for i in instances]
+    assert "42" in str(instances[0].filtered_resps["strict"])

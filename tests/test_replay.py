@@ -157,6 +157,27 @@ def test_a_byte_order_mark_is_not_an_error(tmp_path):
     assert lm.generate_until([Request("t", 0, Q0)]) == ["A0"]
 
 
+def test_a_last_record_cut_short_by_a_crash_is_skipped_and_one_in_the_middle_is_an_error(tmp_path):
+    whole = json.dumps({"question": Q0, "response": "A0"})
+    cut = json.dumps({"question": Q1, "response": "A1"})[:-7]
+    path = tmp_path / "live.jsonl"
+    path.write_text(whole + "\n" + cut)  # a kill while the last record was being written: no newline yet
+    lm = ReplayLM(path=str(path))
+    assert lm.generate_until([Request("t", 0, Q0)]) == ["A0"]
+    with pytest.raises(ConfigError, match=r"replay\.jsonl:2 is not valid JSON"):
+        ReplayLM(path=_file(tmp_path, whole, cut, whole))
+
+
+def test_append_line_adds_whole_private_records(tmp_path):
+    from lm_eval_mathjudge.core.files import append_line
+
+    path = tmp_path / "live.jsonl"
+    for i in range(3):
+        append_line(str(path), json.dumps({"n": i, "text": "é\n"}) + "\n")
+    assert [json.loads(line)["n"] for line in path.read_text().splitlines()] == [0, 1, 2]
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
 # ---------------------------------------------------------------------------------------- the real CLI
 def _cli(tmp_path: Path, replay: Path, name: str):
     return run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={replay}", "--tasks", "gsm8k_gpt4em",

@@ -268,6 +268,32 @@ def test_the_replay_command_keeps_everything_but_the_model(argv, expected):
     assert recovery.replay_args(argv, P) == expected
 
 
+# A run that died during generation resumes from its live file: the replay model, with the run's own model
+# (and the options that shape its prompts) for what the file lacks.
+FALLBACK_CASES = [
+    (["--model", "hf", "--model_args", "pretrained=Qwen/Q,dtype=auto", "--tasks", "gsm8k_gpt4em",
+      "--apply_chat_template", "--log_samples"],
+     ["--model", R, "--model_args", f"path={P},fallback=hf,pretrained=Qwen/Q,dtype=auto", "--tasks", "gsm8k_gpt4em",
+      "--apply_chat_template", "--log_samples"]),
+    (["run", "--model=vllm", "--model_args", "pretrained=x", "tensor_parallel_size=2", "--tasks", "t"],
+     ["run", "--model", R, "--model_args", f"path={P},fallback=vllm,pretrained=x,tensor_parallel_size=2",
+      "--tasks", "t"]),
+    (["-M", "local-chat-completions", "-a", "base_url=http://h/v1", "-c", "/tmp/lm", "--tasks", "t",
+      "--apply_chat_template", "chatml", "--fewshot_as_multiturn", "--output_path", "out"],
+     ["--model", R, "--model_args", f"path={P},fallback=local-chat-completions,base_url=http://h/v1", "--tasks", "t",
+      "--apply_chat_template", "chatml", "--fewshot_as_multiturn", "--output_path", "out"]),
+    (["--tasks", "t"], ["--model", R, "--model_args", f"path={P},fallback=hf", "--tasks", "t"]),
+    # a resume that died too: its own fallback stays, the new file replaces the old
+    (["--model", R, "--model_args", "path=/old.jsonl,fallback=hf,pretrained=x", "--tasks", "t"],
+     ["--model", R, "--model_args", f"path={P},fallback=hf,pretrained=x", "--tasks", "t"]),
+]
+
+
+@pytest.mark.parametrize("argv, expected", FALLBACK_CASES)
+def test_the_resume_after_a_kill_replays_the_file_and_asks_the_runs_own_model_for_the_rest(argv, expected):
+    assert recovery.replay_args(argv, P, fallback=True) == expected
+
+
 def test_the_resume_command_is_a_full_lm_eval_command_without_the_models_secrets(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["/venv/bin/lm_eval", "--model", "openai-chat-completions", "--model_args",
                                       "model=gpt-4o,api_key=sk-canary-7f3d9c2b4a1e8f6d", "--tasks", "t",

@@ -86,11 +86,13 @@ def _env(cache: Path) -> dict[str, str]:
             "MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(cache), "OPENAI_API_KEY": CANARY_KEY}
 
 
-def _args(model_url: str, judge_url: str, concurrency: int, out: Path, model_concurrency: int = 16) -> list[str]:
+def _args(model_url: str, judge_url: str, concurrency: int, out: Path, model_concurrency: int = 16,
+          stream: bool = True) -> list[str]:
     return [LM_EVAL, "--model", "local-chat-completions", "--model_args",
             f"model=loopback-model,base_url={model_url},num_concurrent={model_concurrency},max_retries=1",
             "--apply_chat_template", "--tasks", TASK, "--log_samples", "--output_path", str(out),
-            "--metadata", json.dumps({"judge_base_url": judge_url, "judge_concurrency": concurrency})]
+            "--metadata", json.dumps({"judge_base_url": judge_url, "judge_concurrency": concurrency,
+                                      **({} if stream else {"judge_stream": False})})]
 
 
 def _start(argv: list[str], cache: Path, log: Path) -> subprocess.Popen:
@@ -123,10 +125,12 @@ def _cached_replies(cache: Path) -> int:
 
 def _stop_during_judging(tmp: Path, concurrency: int, signums: list[int], judge: SlowJudge, in_flight: int,
                          resume: bool = False) -> StoppedRun:
-    """Generate all docs, then signal once ``in_flight`` judge calls have arrived and are being answered."""
+    """Generate all docs, then signal once ``in_flight`` judge calls have arrived and are being answered
+    (a stop of the judge pass: without streaming, so generation is surely over; a stop while streaming is
+    the during-generation scenario's)."""
     cache, out, log = tmp / "cache", tmp / "out", tmp / "stderr.txt"
     with ChatCompletionsServer(model) as lm, ChatCompletionsServer(judge) as judge_server:
-        proc = _start(_args(lm.chat_url, judge_server.url, concurrency, out), cache, log)
+        proc = _start(_args(lm.chat_url, judge_server.url, concurrency, out, stream=False), cache, log)
         _until(lambda: judge_server.call_count >= in_flight, proc, f"{in_flight} judge calls")
         time.sleep(0.3)  # the calls are in flight, the pool full
         sent = _signal_group(proc, signums)
@@ -161,7 +165,8 @@ def _resume(stopped: StoppedRun, lm: ChatCompletionsServer, judge_server: ChatCo
 
 
 def _stop_during_generation(tmp: Path) -> StoppedRun:
-    """The model takes 1 s a reply; signal once 40 generations were asked for (about 32 answered)."""
+    """The model takes 1 s a reply; signal once 40 generations were asked for (about 32 answered); the
+    judge (streaming, the default) has been asked about those already."""
     cache, out, log = tmp / "cache", tmp / "out", tmp / "stderr.txt"
     with ChatCompletionsServer(model, latency=1.0) as lm, ChatCompletionsServer(SlowJudge(0.0)) as judge_server:
         proc = _start(_args(lm.chat_url, judge_server.url, 16, out, model_concurrency=8), cache, log)
@@ -170,7 +175,7 @@ def _stop_during_generation(tmp: Path) -> StoppedRun:
         returncode = proc.wait(timeout=60)
         exited = time.time()
         stopped = StoppedRun(returncode, log.read_text(errors="replace"), sent, exited, judge_server.call_count,
-                          judge_server.replies_sent, 0, lm.call_count, cache, out)
+                          judge_server.replies_sent, _cached_replies(cache), lm.call_count, cache, out)
         stopped.extra["model_replies_sent"] = lm.replies_sent
         stopped.extra["kept"] = _kept_generations(cache)
         lm.latency = 0.0
@@ -311,7 +316,9 @@ def test_a_second_sigint_quits_at_once_and_loses_no_generation(scenario):
 def test_sigint_during_generation_keeps_the_finished_generations(scenario):
     stopped = scenario()
     _clean_stop(stopped, signal.SIGINT)
-    assert stopped.judge_calls_after == 0  # judging never started
+    # streaming judged the finished ones while the model generated; every reply sent is in the cache
+    assert 0 < stopped.judge_calls_after <= len(stopped.extra["kept"])  # only about finished generations
+    assert stopped.replies_cached == len(stopped.replies_sent) > 0
     answered = [t for t in stopped.extra["model_replies_sent"] if t < stopped.signalled[0] - 0.2]
     kept = stopped.extra["kept"]
     finished = len(kept)
@@ -322,7 +329,7 @@ def test_sigint_during_generation_keeps_the_finished_generations(scenario):
     assert "--use_cache" in resumed["argv"]
     assert resumed["returncode"] == 0, resumed["stderr"][-3000:]
     assert resumed["model_calls"] == N - finished  # lm-eval's cache answers the finished ones
-    assert resumed["judge_calls"] == N
+    assert resumed["judge_calls"] == N - stopped.replies_cached  # the streamed verdicts come from the cache
     assert resumed["results"]["results"][TASK]["gpt4_exact_match,none"] == 1.0
     again = stopped.extra["again"]
     assert again["returncode"] == 0, again["stderr"][-3000:]

@@ -87,6 +87,7 @@ RANGES: dict[str, object] = {
     "media_dirs": "a list of existing folders (or one string, folders separated by `:`; `;` on Windows)",
     "audit": BOOL,
     "audit_limit": Num(1, schema.MAX_AUDIT_LIMIT),
+    "stream": BOOL,
 }
 
 MEANINGS = {
@@ -131,6 +132,9 @@ MEANINGS = {
     "audit": "after judging, audit the judge once per run and record the summary "
              "([audit](audit.md))",
     "audit_limit": "answers per attack family in that audit",
+    "stream": "judge each sample as the model finishes it, while the others still generate; on where it changes "
+              "nothing (off for batch mode, the dry run, a budget, filters that read all responses) "
+              "([judging while generating](scale.md#judging-while-the-model-generates))",
 }
 
 

@@ -66,6 +66,22 @@ def write_atomic(path: str, data: str | bytes, *, tmp: str | None = None) -> Non
     fsync_dir(os.path.dirname(path) or ".")
 
 
+def append_line(path: str, line: str) -> None:
+    """Append one record (a line) to ``path`` (created 0600) in one write, fsynced before returning: a kill
+    leaves whole records, at most the last one cut short (a reader skips a last line without its newline)."""
+    created = not os.path.exists(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        payload = line.encode("utf-8")
+        while payload:
+            payload = payload[os.write(fd, payload):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_dir(os.path.dirname(path) or ".")
+
+
 def fsync_dir(directory: str) -> None:
     """Make a rename in ``directory`` durable (POSIX); a no-op where folders cannot be opened."""
     try:

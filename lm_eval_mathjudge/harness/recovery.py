@@ -6,10 +6,14 @@ every judged task, all docs, are written to one replay file; every stop (a judge
 dry run, a batch left running, a signal) names it with the one command that resumes from it
 (``--model mathjudge-replay``: only what the judge cache lacks is judged).
 
-A stop during generation: lm-eval's models report each generation as it finishes
-(``CacheHook.add_partial``; ``compat.watch_generations``). Those of judged tasks are kept in memory,
-and a stop writes them to lm-eval's own generation cache: the resume command is the same command
-with ``--use_cache``, which asks the model only for the others.
+During generation: lm-eval's models report each generation as it finishes (``CacheHook.add_partial``;
+``compat.watch_generations``). Each one of a judged task is appended at once to the run's live file
+(``generations/live-*.jsonl``: one record per line, written whole and fsynced), named on stderr with
+its resume command when the first one arrives, so even a SIGKILL loses no finished generation: the
+replay model answers from the file and asks the run's own model (``fallback=``) only for the others.
+They are also kept in memory, and a stop by a signal writes them to lm-eval's own generation cache
+(resume: the same command with ``--use_cache``). Once every generation is in the content-named file
+(``checkpoint``), the live file goes.
 
 The rescue path must never be the thing that fails: rows are written as ASCII-escaped JSON (a lone
 surrogate round-trips as ``\\ud800``), to a temporary file that is fsynced and then renamed, so the
@@ -29,6 +33,7 @@ import os
 import shlex
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from typing import Any, Iterable
@@ -37,7 +42,7 @@ from .. import compat
 from .._startup import REPLAY_MODEL
 from ..calls import stop
 from ..core.docs import question_of
-from ..core.files import describe_disk_problem, disk_problem, private_dir, write_atomic
+from ..core.files import append_line, describe_disk_problem, disk_problem, private_dir, write_atomic
 from ..core.redact import redact
 
 log = logging.getLogger(__name__)
@@ -52,30 +57,87 @@ _WANTED: set[str] = set()  # those keys: generations of judged tasks
 _FINISHED: dict[str, str] = {}  # key -> generation, as lm-eval's model finished it (until judging starts)
 _RANK = [0]  # this process's rank (lm-eval names its cache files by it)
 _WHOLE: dict[str, str] = {}  # cache folder -> the file holding the generations of every rank (a run of several)
+# The live file: key -> (task, doc_id, question) of each judged instance, where to write (cache folder,
+# then the file once the first generation came), and the keys written (a key is appended once).
+_SOURCES: dict[str, list[tuple[str, int, str | None]]] = {}
+_STREAM: dict[str, Any] = {}  # "cache_dir", "path", "written" (a set), "broken"; empty until the first task
+_STREAM_LOCK = threading.Lock()
+LIVE_PREFIX = "live-"
 
 # lm_eval options that describe the model; a replay does without them. name -> how many values follow
 # ("+" = every value up to the next option, "?" = one value unless the next token is an option).
 _MODEL_OPTIONS = {"--model": 1, "-M": 1, "--model_args": "+", "-a": "+", "--use_cache": 1, "-c": 1,
                   "--apply_chat_template": "?", "--fewshot_as_multiturn": 0}
+_PROMPT_OPTIONS = ("--apply_chat_template", "--fewshot_as_multiturn")  # they shape the prompts a fallback model sees
 
 
-def track(task: Any, rank: int = 0) -> None:
-    """Remember a task whose generations must survive a failure or a stop of any task."""
+def track(task: Any, rank: int = 0, cache_dir: str | None = None) -> None:
+    """Remember a task whose generations must survive a failure, a stop or a kill of any task;
+    ``cache_dir``: where its generations are appended as they finish (the first task's folder)."""
+    instances = getattr(task, "_instances", None) or []
     keys = [compat.generation_key(inst.args) if getattr(inst, "request_type", None) == "generate_until" else None
-            for inst in getattr(task, "_instances", None) or []]
+            for inst in instances]
     _LIVE[id(task)] = (weakref.ref(task, lambda _, key=id(task): _LIVE.pop(key, None)), keys)
     _WANTED.update(k for k in keys if k is not None)
+    with _STREAM_LOCK:
+        for inst, key in zip(instances, keys):
+            if key is not None:
+                _SOURCES.setdefault(key, []).append((task.config.task, inst.doc_id, question_of(inst.doc)))
+        if cache_dir and _STREAM.get("cache_dir") is None:
+            _STREAM["cache_dir"] = cache_dir
     _RANK[0] = rank
     compat.watch_generations(note_generation)
 
 
 def note_generation(attr: str, args: Any, result: Any) -> None:
-    """One generation an lm-eval model just finished; kept if a judged task asked for it."""
+    """One generation an lm-eval model just finished; kept (and appended to the live file) if a judged
+    task asked for it."""
     if attr != "generate_until" or not _WANTED or not isinstance(result, str):
         return
     key = compat.generation_key(args)
     if key in _WANTED:
         _FINISHED[key] = result
+        _append_live(key, result)
+
+
+def _append_live(key: str, response: str) -> None:
+    """Append one finished generation to the live file, each record whole and fsynced. Never raises:
+    a disk that fails here is said once, and the generations stay in memory as before."""
+    from ..generators import media_dirs
+
+    with _STREAM_LOCK:
+        written = _STREAM.setdefault("written", set())
+        if _STREAM.get("broken") or _STREAM.get("cache_dir") is None or key in written:
+            return
+        try:
+            if _STREAM.get("path") is None:
+                folder = os.path.join(_STREAM["cache_dir"], GENERATIONS_DIR)
+                private_dir(folder)
+                _STREAM["path"] = os.path.join(
+                    folder, f"{LIVE_PREFIX}{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-rank{_RANK[0]}.jsonl")
+                print(f"mathjudge: each generation of the judged tasks is saved in {_STREAM['path']} as it "
+                      f"finishes; should this run die, resume with {live_resume_command(_STREAM['path'])} "
+                      "(it asks the model only for the others)", file=sys.stderr, flush=True)
+            for task, doc_id, question in _SOURCES.get(key, ()):
+                append_line(_STREAM["path"], _record_line(task, doc_id, question, response, media_dirs(task)))
+            written.add(key)
+        except Exception as exc:  # noqa: BLE001 - keeping generations must never break the model
+            _STREAM["broken"] = True
+            log.warning("the generations cannot be saved as they finish (%s); they are kept in memory and saved "
+                        "before judging", redact(str(exc)))
+
+
+def _drop_live() -> None:
+    """Every generation is in the content-named file now: the live file (a subset of it) goes."""
+    with _STREAM_LOCK:
+        path = _STREAM.pop("path", None)
+        _STREAM.pop("written", None)
+        _SOURCES.clear()
+    if path is not None:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
 
 
 def _rows() -> tuple[list[tuple[str, int, dict, str, list[str]]], int, dict[str, str]]:
@@ -122,6 +184,7 @@ def checkpoint(cache_dir: str) -> str | None:
         return None
     if world.size > 1:
         _WHOLE[cache_dir] = path
+    _drop_live()
     log.info("the generations of %d task(s) are saved in %s", len({r[0] for r in rows}), path)
     return path
 
@@ -187,9 +250,8 @@ def save_generations(cache_dir: str, rows: Iterable[tuple]) -> str:
 
     The file is named by its content: the same rows saved again find their file and write nothing.
     """
-    text = "".join(json.dumps({"task": task, "doc_id": doc_id, "question": question_of(doc), "response": response,
-                               **({"media_dirs": list(more[0])} if more and more[0] else {})},
-                              ensure_ascii=True, default=str) + "\n" for task, doc_id, doc, response, *more in rows)
+    text = "".join(_record_line(task, doc_id, question_of(doc), response, more[0] if more else ())
+                   for task, doc_id, doc, response, *more in rows)
     name = f"generations-{hashlib.sha256(text.encode()).hexdigest()[:16]}.jsonl"
     folder = os.path.join(cache_dir, GENERATIONS_DIR)
     try:
@@ -206,6 +268,13 @@ def save_generations(cache_dir: str, rows: Iterable[tuple]) -> str:
     spare = tempfile.mkdtemp(prefix="lm_eval_mathjudge-generations-")  # new and 0700: nobody else's folder
     write_atomic(os.path.join(spare, name), text)
     return os.path.join(spare, name)
+
+
+def _record_line(task: str, doc_id: int, question: str | None, response: str, folders: Iterable[str]) -> str:
+    """One generation as a replay record (``harness/replay.py`` reads it), ASCII-escaped JSON."""
+    folders = list(folders or ())
+    return json.dumps({"task": task, "doc_id": doc_id, "question": question, "response": response,
+                       **({"media_dirs": folders} if folders else {})}, ensure_ascii=True, default=str) + "\n"
 
 
 def _holds(path: str, text: str) -> bool:
@@ -228,16 +297,43 @@ def resume_command(path: str) -> str:
     return f"--model {REPLAY_MODEL} --model_args path={path}"
 
 
-def replay_args(args: list[str], path: str) -> list[str]:
-    """``args`` of an lm_eval command with the model options replaced by the replay model's."""
+def live_resume_command(path: str) -> str:
+    """The command that resumes a run that died during generation from its live file: the replay model
+    answers what the file holds and hands the rest to the run's own model (``fallback=``)."""
+    args, running = sys.argv[1:], stop.command()
+    if running == "lm_eval":
+        return _command(replay_args(args, path, fallback=True))
+    if running == "mathjudge":
+        return f"the same command ({redact(shlex.join(['mathjudge', *args]))})"
+    return f"--model {REPLAY_MODEL} --model_args path={path},fallback=MODEL,MODEL_ARGS"
+
+
+def _fallback_args(args: list[str], path: str) -> str:
+    """The replay model's arguments that resume from ``path`` with the run's own model for the rest (a run
+    that was itself such a replay keeps its fallback and swaps the file)."""
+    model = _option_value(args, ("--model", "-M")) or "hf"
+    given = ",".join(_option_values(args, ("--model_args", "-a")))
+    if model == REPLAY_MODEL:
+        rest = [part for part in given.split(",") if part and not part.startswith("path=")]
+        return ",".join([f"path={path}", *rest])
+    return ",".join(part for part in (f"path={path}", f"fallback={model}", given) if part)
+
+
+def replay_args(args: list[str], path: str, fallback: bool = False) -> list[str]:
+    """``args`` of an lm_eval command with the model options replaced by the replay model's; with
+    ``fallback`` the run's own model answers what the file lacks (its chat template options stay)."""
     kept, i = [], 0
+    model_args = _fallback_args(args, path) if fallback else f"path={path}"
     while i < len(args):
         token = args[i]
         name, has_value = token.split("=", 1)[0], "=" in token
         arity = _MODEL_OPTIONS.get(name)
         i += 1
-        if arity is None:
+        if arity is None or (fallback and name in _PROMPT_OPTIONS):
             kept.append(token)
+            if arity == "?" and not has_value and i < len(args) and not args[i].startswith("-"):
+                kept.append(args[i])
+                i += 1
             continue
         if has_value or arity == 0:
             continue
@@ -248,7 +344,7 @@ def replay_args(args: list[str], path: str) -> list[str]:
         while i < len(args) and not args[i].startswith("-"):  # "+": every value up to the next option
             i += 1
     head = kept[:1] if kept[:1] == ["run"] else []  # lm_eval's subcommand stays first
-    return [*head, "--model", REPLAY_MODEL, "--model_args", f"path={path}", *kept[len(head):]]
+    return [*head, "--model", REPLAY_MODEL, "--model_args", model_args, *kept[len(head):]]
 
 
 def _option_value(args: list[str], names: tuple[str, ...]) -> str | None:
@@ -257,6 +353,22 @@ def _option_value(args: list[str], names: tuple[str, ...]) -> str | None:
         if name in names:
             return value or (args[i + 1] if i + 1 < len(args) else "")
     return None
+
+
+def _option_values(args: list[str], names: tuple[str, ...]) -> list[str]:
+    """Every value of an option that takes several (``--model_args a=1 b=2``, or ``--model_args=a=1``)."""
+    for i, token in enumerate(args):
+        name, equals, value = token.partition("=")
+        if name in names:
+            if equals:
+                return [value]
+            values = []
+            for more in args[i + 1:]:
+                if more.startswith("-"):
+                    break
+                values.append(more)
+            return values
+    return []
 
 
 def _command(args: list[str]) -> str:

@@ -21,6 +21,11 @@ malformed line is a ``ConfigError`` naming ``FILE:LINE`` and what to fix;
 requests with no recording are an error that says how many and which, rather
 than silently empty answers.
 
+With ``fallback=MODEL`` (the resume command of a run that died during generation names it, with
+that run's model arguments after it) the requests the file does not hold go to MODEL, built from the
+remaining model arguments, so only the generations that never finished are asked for; each answer,
+replayed or new, is reported as finished like any model's (so this run's own live file holds them all).
+
 A record may name the folders its media response was made in (``media_dirs``,
 as the saved generations of an image or video run do): the replay records them
 as the task's media folders, so the VLM judge attaches those files again.
@@ -52,9 +57,12 @@ class _Recorded:
 
 
 class ReplayLM(LM):
-    def __init__(self, path: str | None = None, **_ignored: Any):
+    def __init__(self, path: str | None = None, fallback: str | None = None, **rest: Any):
         compat.require_supported()
         super().__init__()
+        # The run's own model for what the file lacks; without it the other arguments are lm-eval's
+        # batch size and device, which a replay has no use for.
+        self._fallback = compat.build_model(fallback, rest) if fallback else None
         if not path:
             raise ConfigError(f"--model {REPLAY_MODEL} needs --model_args path=FILE.jsonl "
                               "(a samples file or records with 'response' and 'question'/'doc_id')")
@@ -113,23 +121,29 @@ class ReplayLM(LM):
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         self._check_doc_ids(requests)
-        answers, missing = [], []
-        for request in requests:
-            found = self._lookup(request)
-            if found is None:
-                missing.append(f"{request.task_name}:{request.doc_id}")
-            answers.append(found or "")
+        found = [self._lookup(request) for request in requests]
+        missing = [i for i, answer in enumerate(found) if answer is None]
         for task in dict.fromkeys(r.task_name for r in requests):
             folders = list(dict.fromkeys([*self._media_dirs.get(task, []), *self._media_dirs.get(None, [])]))
             if folders:
                 record_provenance(task, {"adapter": REPLAY_MODEL, "path": self._path, "media_dirs": folders})
+        if self._fallback is not None:
+            for i, request in enumerate(requests):  # the replayed ones too: a later resume needs them
+                if found[i] is not None:
+                    self.cache_hook.add_partial("generate_until", request.args, found[i])
+            if missing:  # only what never finished goes to the run's own model
+                for i, answer in zip(missing, self._fallback.generate_until([requests[i] for i in missing],
+                                                                            disable_tqdm)):
+                    found[i] = answer
+            return found
         if missing:
-            raise ConfigError(f"{len(missing)} of {len(answers)} requests have no recorded response in {self._path} "
-                              f"({', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}); "
+            names = [f"{requests[i].task_name}:{requests[i].doc_id}" for i in missing]
+            raise ConfigError(f"{len(missing)} of {len(requests)} requests have no recorded response in {self._path} "
+                              f"({', '.join(names[:10])}{' ...' if len(names) > 10 else ''}); "
                               "records match by question text (or doc_id, for records without one): check that "
                               "the file is for these tasks, or restrict the run with --limit or --samples to the "
                               "recorded docs")
-        return answers
+        return found
 
     def _check_doc_ids(self, requests) -> None:
         """Records with only a doc_id and no task name one doc per id: fine for one task, ambiguous for several."""
@@ -153,6 +167,21 @@ class ReplayLM(LM):
             found = self._by_doc_id.get((request.task_name, request.doc_id),
                                         self._by_doc_id.get((None, request.doc_id)))
         return None if found is None else found.response
+
+    # lm-eval builds the prompts with the model's chat template: the fallback model's, so the requests
+    # it is asked are the ones the dead run asked.
+    def apply_chat_template(self, chat_history, add_generation_prompt: bool = True):
+        if self._fallback is None:
+            return super().apply_chat_template(chat_history, add_generation_prompt)
+        return self._fallback.apply_chat_template(chat_history, add_generation_prompt)
+
+    @property
+    def tokenizer_name(self) -> str:
+        return self._fallback.tokenizer_name if self._fallback is not None else super().tokenizer_name
+
+    def chat_template(self, chat_template=False):
+        return (self._fallback.chat_template(chat_template) if self._fallback is not None
+                else super().chat_template(chat_template))
 
     def loglikelihood(self, requests, disable_tqdm: bool = False):
         raise ConfigError(f"{REPLAY_MODEL} only replays generations; it cannot score log-likelihoods")
@@ -186,6 +215,8 @@ def _rows(path: str) -> Iterator[tuple[int, Any]]:
 
 def _parsed(path: str, fh) -> Iterator[tuple[int, Any]]:
     for number, raw in enumerate(fh, 1):
+        if not raw.endswith(b"\n") and not _whole_json(raw):  # a live file's last record, cut short by a crash
+            continue
         if number == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark, as some editors write
             raw = raw[3:]
         try:
@@ -202,6 +233,14 @@ def _parsed(path: str, fh) -> Iterator[tuple[int, Any]]:
                               f"{_SHAPES}") from None
         except RecursionError:
             raise ConfigError(f"{path}:{number} nests JSON too deeply to read; the file needs {_SHAPES}") from None
+
+
+def _whole_json(raw: bytes) -> bool:
+    try:
+        json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _response_of(row: dict) -> str | None:

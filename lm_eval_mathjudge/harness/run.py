@@ -15,6 +15,12 @@ only, when lm-eval reaches it.
 Pending tasks are the ones ``register``ed when they built their requests, whose
 every instance has a response and that have not been judged yet.
 ``LM_EVAL_MATHJUDGE_TASK_BY_TASK=1`` judges task by task (the bench's "before").
+
+Streaming (``judge_stream``, on by default): a task that may (``JudgedTask.streams``: online judge,
+no dry run or budget, filters that read one response at a time) registers its generation keys
+with ``stream``; as the model reports each finished generation (``compat.watch_generations``), its
+judge requests start at once in the run's ``schedule.Early`` calls, and the pass above takes their
+outcomes instead of asking again.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ import threading
 import weakref
 from typing import Any, Sequence
 
+from .. import compat
+from ..calls import stop
 from ..cost import spend
 from ..judging import schedule
 from ..judging.schedule import Job, TaskSpec
@@ -39,6 +47,9 @@ TASK_BY_TASK_ENV = "LM_EVAL_MATHJUDGE_TASK_BY_TASK"
 
 _PENDING: list[weakref.ref] = []  # registered tasks, in lm-eval's order (weak: finished tasks go)
 _LOCK = threading.Lock()
+EARLY_STOP_KEY = "early judge calls"
+_STREAMED: dict[str, list[tuple[weakref.ref, int]]] = {}  # generation key -> (task, instance index) to stream
+_EARLY: list[schedule.Early] = []  # the run's early judge calls (one, once the first generation arrived)
 
 
 def register(task: Any) -> None:
@@ -46,6 +57,61 @@ def register(task: Any) -> None:
     with _LOCK:
         _PENDING[:] = [ref for ref in _PENDING if ref() is not None and ref() is not task]
         _PENDING.append(weakref.ref(task))
+
+
+def stream(task: Any) -> None:
+    """Judge this task's samples as their generations arrive (the task said it may: ``streams``)."""
+    instances = getattr(task, "_instances", None) or []
+    keys = [compat.generation_key(inst.args) if getattr(inst, "request_type", None) == "generate_until" else None
+            for inst in instances]
+    with _LOCK:
+        for i, key in enumerate(keys):
+            if key is not None:
+                _STREAMED.setdefault(key, []).append((weakref.ref(task), i))
+    compat.watch_generations(_arrived)
+
+
+def _arrived(attr: str, args: Any, result: Any) -> None:
+    """One finished generation: the judge requests of the instances that asked for it start now."""
+    if attr != "generate_until" or not _STREAMED or not isinstance(result, str):
+        return
+    key = compat.generation_key(args)
+    with _LOCK:
+        targets = _STREAMED.pop(key, ())
+    for ref, index in targets:
+        task = ref()
+        if task is None:
+            continue
+        client, requests = task.stream_requests(index, result)
+        with _LOCK:
+            if not _EARLY:
+                _EARLY.append(schedule.Early(client.concurrency))
+                # a stop waits, bounded, for the replies of these calls too: every reply paid for is cached
+                stop.guard(EARLY_STOP_KEY, _drain_early)
+            early = _EARLY[0]
+        for judge_key, request in requests:
+            early.start(client, judge_key, request)
+
+
+def _drain_early() -> None:
+    early = _early()
+    if early is not None:
+        early.drain()
+
+
+def _early() -> schedule.Early | None:
+    with _LOCK:
+        return _EARLY[0] if _EARLY else None
+
+
+def _end_early() -> None:
+    """Every streamed generation has been judged or handed to a pass: the early calls' threads go."""
+    with _LOCK:
+        if _STREAMED or not _EARLY:
+            return
+        early = _EARLY.pop()
+    early.close()
+    stop.release(EARLY_STOP_KEY)
 
 
 def whole_run() -> bool:
@@ -70,7 +136,16 @@ def run_pass(first: Any) -> None:
     task that cannot start is left to judge itself when lm-eval reaches it.
     """
     started: list[tuple[TaskSpec, Job]] = []
-    for task in pending(first):
+    tasks = pending(first)
+    with _LOCK:  # their generation is over: what was not reported by now is judged by the pass
+        ids = {id(task) for task in tasks}
+        for key in [k for k, targets in _STREAMED.items() if any(id(ref()) in ids for ref, _ in targets)]:
+            kept = [(ref, i) for ref, i in _STREAMED[key] if id(ref()) not in ids]
+            if kept:
+                _STREAMED[key] = kept
+            else:
+                del _STREAMED[key]
+    for task in tasks:
         try:
             spec = task.judge_spec()
             started.append((spec, Job.of(spec)))
@@ -91,7 +166,11 @@ def judge_specs(started: Sequence[tuple[TaskSpec, Job]]) -> None:
                       saved=saved, world=world)  # before any call, on the whole run's estimate
     schedule.submit_all_batches(jobs, saved)
     names = [job.name for job in jobs]
-    schedule.judge(jobs, f"judging {names[0]}" if len(names) == 1 else f"judging {len(names)} tasks")
+    try:
+        schedule.judge(jobs, f"judging {names[0]}" if len(names) == 1 else f"judging {len(names)} tasks",
+                       early=_early())
+    finally:
+        _end_early()
     schedule.summarise(jobs, world)
     for spec, job in started:
         spec.record(job)

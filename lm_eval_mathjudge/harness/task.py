@@ -146,9 +146,13 @@ class JudgedTask(TaskBase):
             self.world.first_then_rest(self._open_judge)
         self._filtered = None  # new instances: their filters have not run
         super().build_all_requests(**kwargs)
-        recovery.track(self, rank=self.world.rank)
-        if not self._bypassed():
+        judged = not self._bypassed()
+        recovery.track(self, rank=self.world.rank,
+                       cache_dir=self._settings.resolved_cache_dir() if judged else None)
+        if judged:
             run.register(self)
+            if self.streams():  # judge_stream: each sample is judged as its generation arrives
+                run.stream(self)
             # From here to the end of this task's judging a SIGINT/SIGTERM keeps the generations (stop.py).
             stop.guard(self._stop_key, functools.partial(recovery.stop_message, self._settings.resolved_cache_dir()))
 
@@ -196,6 +200,31 @@ class JudgedTask(TaskBase):
                     inst.resps = [clean_text(r) if isinstance(r, str) else r for r in inst.resps]
             self._filtered = (super().apply_filters(),)
         return self._filtered[0]
+
+    def streams(self) -> bool:
+        """Judged as the generations arrive (``judge_stream``, the default) where that changes nothing: an
+        online judge, no dry run or budget (they are decided before any call, on every request), and
+        filters that read one response at a time (``compat.filters_per_response``)."""
+        if not self._options.stream or self._client is None or self._client.batch_mode:
+            return False
+        if any(m.settings.dry_run or m.settings.budget_usd is not None for m in self._members_open):
+            return False
+        try:
+            return compat.filters_per_response(self)
+        except Exception:  # noqa: BLE001 - a filter we cannot inspect: judge after generation, as always
+            log.debug("%s: filters not inspectable; judged after generation", self.config.task, exc_info=True)
+            return False
+
+    def stream_requests(self, index: int, response: str) -> tuple[Any, list[tuple[str, JudgeRequest]]]:
+        """This task's judge and the (key, request) of each filter's view of one instance's fresh response,
+        exactly as ``judge_spec`` will render them once all responses are in."""
+        inst = self._instances[index]
+        requests = []
+        for value in compat.filter_one(self, [clean_text(response)], inst.doc).values():
+            built = self._build_request(inst.doc, _as_text(value))
+            if isinstance(built, JudgeRequest):
+                requests.append((self._client.key(built), built))
+        return self._client, requests
 
     def joins_run(self) -> bool:
         """Judged by the run's one pool now: judge open, every response generated, not judged yet."""

@@ -7,6 +7,10 @@ through their member clients' ``judge_one``. So the unique requests of every tas
 ``workers.run_bounded`` with one progress bar and one width, the next request always from the task
 with the most work left (``Schedule``), and one cost table covers every member client.
 
+Early calls (``Early``): with ``judge_stream`` a task's requests start as the model finishes each
+generation, through the same ``judge_one`` (cache, limits, retries, stats); the pass then takes
+each such key's outcome from its call instead of asking again, so it only waits for what is in flight.
+
 Streaming: a request is rendered to compute its key, then dropped; a worker renders it again right
 before its call. What stays per sample is a key (and an outcome once judged), not a prompt, so
 memory does not grow with prompt size.
@@ -19,9 +23,11 @@ import sys
 import threading
 import time
 from collections import Counter, deque
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from ..calls import stop
 from ..calls.workers import run_bounded
 from ..core.ranks import World, add_up
 from ..core.redact import redact
@@ -121,7 +127,46 @@ class Job:
         return parts_for(self.name, self.members, lambda: (request for _, request in self.requests()))
 
 
-def judge(jobs: Sequence[Job], desc: str, progress: bool = True) -> None:
+class Early:
+    """Judge calls started while the model still generates, one per key, at most ``width`` at once.
+
+    ``start`` is called from the model's thread as each generation arrives; the pass ``take``s each
+    key's call and waits for its outcome. A stop starts nothing more (``stop.check`` in the worker).
+    """
+
+    def __init__(self, width: int):
+        self.width = width
+        self._pool = ThreadPoolExecutor(max_workers=max(1, width), thread_name_prefix="mathjudge-early")
+        self._calls: dict[str, Future] = {}
+        self._lock = threading.Lock()
+
+    def start(self, client: Any, key: str, request: JudgeRequest) -> None:
+        with self._lock:
+            if key not in self._calls:
+                self._calls[key] = self._pool.submit(_early_call, client, key, request)
+
+    def take(self, key: str) -> Future | None:
+        with self._lock:
+            return self._calls.pop(key, None)
+
+    def close(self) -> None:
+        """Cancel calls not started (nothing was paid for them); the ones running finish on their own."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def drain(self) -> None:
+        """A stop: start nothing more, and give the calls in flight ``stop.GRACE_S`` to store their replies."""
+        self.close()
+        with self._lock:
+            running = [call for call in self._calls.values() if not call.done()]
+        wait(running, timeout=stop.GRACE_S)
+
+
+def _early_call(client: Any, key: str, request: JudgeRequest) -> Outcome:
+    stop.check()
+    return client.judge_one(key, request)
+
+
+def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | None = None) -> None:
     """Judge every job's unique requests through one bounded pool; outcomes land in each job.
 
     The pool runs one slot per unique request; each slot takes the next request from ``Schedule``
@@ -135,10 +180,14 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True) -> None:
         if job.error is not None:
             return
         started = time.monotonic()
+        call = early.take(key) if early is not None else None
         try:
-            request = job.render(job.first_slot[key])
-            # Rendered differently the second time (a media file changed meanwhile): that outcome stands.
-            outcome = request if isinstance(request, Outcome) else job.client.judge_one(key, request)
+            if call is not None and not call.cancelled():  # started as its generation arrived: wait for it
+                outcome = call.result()
+            else:
+                request = job.render(job.first_slot[key])
+                # Rendered differently the second time (a media file changed meanwhile): that outcome stands.
+                outcome = request if isinstance(request, Outcome) else job.client.judge_one(key, request)
         except Exception as exc:  # noqa: BLE001 - this task fails alone, when lm-eval reaches it
             log.debug("%s: judging failed", job.name, exc_info=True)
             job.error = job.error or exc

@@ -28,7 +28,7 @@ SCOPES = {"exact_match": "gpt4em", "vlm": "vlm"}  # judge -> prefix of its own s
 OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD", "MATHJUDGE_DEBUG")  # read elsewhere, not settings
 META_PREFIX = "judge_"
 # Judge-run options that are not per-judge settings (panel.py, cascade.py, media.py, audit); same layers and names.
-RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade", "media_dirs", "audit", "audit_limit")
+RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade", "media_dirs", "audit", "audit_limit", "stream")
 PANEL_RULES = ("majority", "unanimous")
 MAX_PANEL = 9
 AUDIT_LIMIT = 10  # adversarial answers per attack family and task in a judge audit (lm_eval_mathjudge.audit)
@@ -117,6 +117,7 @@ class RunOptions:
     media_dirs: tuple[str, ...] = ()  # VLM tasks: more folders media may be attached from (resolved paths)
     audit: bool = False  # measure the judge's gullibility once per run (lm_eval_mathjudge.audit)
     audit_limit: int = AUDIT_LIMIT
+    stream: bool = True  # judge each sample as its generation arrives, where that changes nothing (harness/run.py)
 
     def __post_init__(self):
         for problem in _option_problems(self):
