@@ -12,6 +12,10 @@ them against SciPy where it is installed).
   docs with replacement under a fixed seed.
 * ``cohen_kappa``: chance-corrected agreement of two raters on the same items.
 * ``fleiss_kappa``: the same for any number of raters (a judge panel's members).
+* ``pass_at_k``: the unbiased pass@k estimator of Chen et al. (2021) for one problem
+  with n samples of which c are correct.
+* ``mean_interval``: mean and 95% normal interval of per-problem values (k samples per
+  problem: the problems are the independent units, never the samples).
 """
 
 from __future__ import annotations
@@ -119,3 +123,40 @@ def fleiss_kappa(rows: Sequence[Sequence[Hashable]]) -> float | None:
     observed = sum(per_item) / len(rows)
     chance = sum((c / (len(rows) * raters)) ** 2 for c in totals.values())
     return None if chance == 1 else (observed - chance) / (1 - chance)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """P(at least one of k samples drawn without replacement from the n is correct) = 1 - C(n-c, k)/C(n, k).
+
+    Computed as the product form 1 - prod_{i=n-c+1..n} (1 - k/i), exact for every n and free of
+    huge binomials (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", Fig. 3)."""
+    if not 0 < k <= n or not 0 <= c <= n:
+        raise ValueError(f"pass@k needs 0 < k <= n and 0 <= c <= n (n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1.0 - k / i
+    return 1.0 - prod
+
+
+@dataclass(frozen=True)
+class MeanInterval:
+    n: int
+    mean: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+
+
+def mean_interval(values: Sequence[float], z: float = Z95) -> MeanInterval:
+    """Mean of per-problem values with the normal interval from their sample standard deviation."""
+    n = len(values)
+    if n == 0:
+        return MeanInterval(0, math.nan, math.nan, math.nan, math.nan)
+    mean = sum(values) / n
+    if n == 1:
+        return MeanInterval(1, mean, math.nan, math.nan, math.nan)
+    stderr = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+    low, high = normal_interval(mean, stderr, z)
+    return MeanInterval(n, mean, stderr, low, high)

@@ -44,7 +44,7 @@ from ..judging.client import JudgeClient, outcome_from_error
 from ..judging.panel import Panel
 from ..settings.layers import resolve_run_options, resolve_settings
 from ..settings.schema import JudgeSettings, RunOptions, judge_label, pipeline_label
-from . import recovery, run
+from . import ksamples, recovery, run
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +83,7 @@ class JudgedTask(TaskBase):
         self._members_open: list[JudgeClient] = []
         self._media_dirs: tuple[str, ...] | None = None  # where media may be attached from (_media_roots)
         register_metrics()
-        if int(config.get("repeats") or 1) > 1:
-            raise ConfigError(f"task {config.get('task')}: repeats > 1 is not supported by judged tasks (only one "
-                              "response per doc would be judged); use repeats: 1")
+        self._k = ksamples.configure(config, self._judge, self._options)  # repeats > 1: k samples per doc
         super().__init__(data_dir=data_dir, cache_dir=cache_dir, download_mode=download_mode, config=config)
         self.config.metadata = {**(self.config.metadata or {}), "judge": self._provenance()}
 
@@ -174,7 +172,7 @@ class JudgedTask(TaskBase):
     def process_results(self, doc, results):
         if self._bypassed():
             return super().process_results(doc, results)
-        return self._scores[results[0]]
+        return self._scores[ksamples.key_of(results[0])]
 
     # ------------------------------------------------------------------ judging
     def _filter(self):
@@ -188,8 +186,8 @@ class JudgedTask(TaskBase):
         return (self._job is None and isinstance(self._client, JudgeClient) and not self._bypassed()
                 and bool(self._instances) and all(inst.resps for inst in self._instances))
 
-    def _slots(self) -> list[tuple[Any, str]]:
-        return [(inst, key) for inst in self._instances for key in inst.filtered_resps]
+    def _slots(self) -> list[tuple[Any, str, int | None]]:
+        return list(ksamples.slots(self._instances, self._k))
 
     def _start_job(self) -> run.Job:
         """Filter this task's responses and key its judge requests (run.py judges them with the others)."""
@@ -197,8 +195,8 @@ class JudgedTask(TaskBase):
         slots = self._slots()
 
         def render(i: int) -> JudgeRequest | Outcome:
-            inst, key = slots[i]
-            return self._build_request(inst.doc, _as_text(inst.filtered_resps[key]))
+            inst, key, j = slots[i]
+            return self._build_request(inst.doc, _as_text(ksamples.response(inst, key, j)))
 
         return run.Job.build(self.config.task, self._client, len(slots), render)
 
@@ -211,15 +209,16 @@ class JudgedTask(TaskBase):
         slots = self._slots()  # apply_filters ran the filters again: same instances, same order
         outcomes = [job.outcome(i) for i in range(len(slots))]
         flagged = []
-        for (inst, key), outcome in zip(slots, outcomes):
-            response = _as_text(inst.filtered_resps[key])
+        for (inst, key, j), outcome in zip(slots, outcomes):
+            response = _as_text(ksamples.response(inst, key, j))
             fields = self._record(response, outcome)
             record = json.dumps(fields, ensure_ascii=False)
             self._scores[record] = self._judge.scores(outcome.verdict)
             flagged.append((fields["judge_flags"], self._scores[record]))
-            inst.filtered_resps[key] = record
+            ksamples.store(inst, key, j, record)
         self._note_stats(client, outcomes, [job.keys[i] is None for i in range(len(slots))])
         self._note_flags(flagged)
+        self._note_k_samples()
         if job.cost is not None:
             self.config.metadata["judge"].update(job.cost)
         self._fatal = client.fatal_error
@@ -280,19 +279,20 @@ class JudgedTask(TaskBase):
             self._client = None
 
     def _judge_instances(self) -> None:
-        slots = [(inst, key, _as_text(value)) for inst in self._instances
-                 for key, value in inst.filtered_resps.items()]
+        slots = [(inst, key, j, _as_text(ksamples.response(inst, key, j)))
+                 for inst, key, j in ksamples.slots(self._instances, self._k)]
         self._open_judge()
-        outcomes, details = self._run_judge([(inst.doc, response) for inst, _, response in slots])
+        outcomes, details = self._run_judge([(inst.doc, response) for inst, _, _, response in slots])
         flagged = []
-        for (inst, key, response), outcome, detail in zip(slots, outcomes, details):
+        for (inst, key, j, response), outcome, detail in zip(slots, outcomes, details):
             fields = {**self._record(response, outcome), **detail}
             record = json.dumps(fields, ensure_ascii=False)
             scores = self._judge.scores(outcome.verdict)
             self._scores[record] = cascade.rename(scores) if self._options.cascade else scores
             flagged.append((fields["judge_flags"], self._scores[record]))
-            inst.filtered_resps[key] = record
+            ksamples.store(inst, key, j, record)
         self._note_flags(flagged)
+        self._note_k_samples()
         self._raise_for_transport_failures(outcomes)
 
     def _run_judge(self, pairs: list[tuple[dict, str]]) -> tuple[list[Outcome], list[dict[str, Any]]]:
@@ -374,6 +374,12 @@ class JudgedTask(TaskBase):
             log.warning("%s: %d of %d responses are flagged as addressing the judge (%s); see judge_flags in the "
                         "samples file", self.config.task, summary["flagged"], summary["samples"],
                         ", ".join(f"{k}: {v['samples']}" for k, v in summary["by_flag"].items()))
+
+    def _note_k_samples(self) -> None:
+        """repeats > 1: each doc's k-sample metrics from its k records, and the k-sample summary."""
+        if self._k is not None:
+            self.config.metadata["judge"]["k_samples"] = ksamples.finish(self._instances, self._k, self._scores,
+                                                                         self.config.task)
 
     def _media_roots(self) -> tuple[str, ...]:
         """Folders media may be attached from: the generator's, then the judge_media_dirs setting."""
