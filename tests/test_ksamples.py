@@ -180,3 +180,36 @@ def test_replay_refuses_responses_that_are_not_text(tmp_path):
     path.write_text(json.dumps({"question": "Q1", "responses": ["a", 3]}) + "\n")
     with pytest.raises(ConfigError, match="every answer in 'responses'"):
         ReplayLM(path=str(path))
+
+
+# ---------------------------------------------------------------------- the paired test on per-problem means
+@pytest.mark.parametrize("a, b", [
+    ([1, 0.75, 0.5, 0.25, 0, 1], [0.5, 0.25, 0.5, 0, 0, 0.25]),
+    ([0.5, 0.5, 0.5], [0.5, 0.5, 0.5]),                  # no difference at all: p = 1
+    ([1, 1, 1, 1, 1], [0, 0, 0, 0, 0]),                  # the smallest p five pairs allow: 2/32
+    ([0.25, 0.5, 0.75, 1.0, 0.0, 0.5, 0.25, 0.125], [0.5, 0.25, 0.5, 0.5, 0.25, 0.5, 0.0, 0.375]),
+])
+def test_paired_permutation_matches_scipy_exactly_on_small_tables(a, b):
+    np = pytest.importorskip("numpy")
+    scipy = pytest.importorskip("scipy.stats")
+    ours = stats.paired_permutation(a, b)
+    if a == b:
+        assert ours == 1.0
+        return
+    theirs = scipy.permutation_test((np.array(a, float), np.array(b, float)),
+                                    lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples",
+                                    alternative="two-sided", n_resamples=10**6).pvalue
+    assert ours == pytest.approx(float(theirs))
+
+
+def test_paired_permutation_samples_sign_patterns_beyond_the_exact_limit():
+    np = pytest.importorskip("numpy")
+    scipy = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 17, size=30) / 16
+    b = np.clip(a - rng.integers(-3, 5, size=30) / 16, 0, 1)
+    theirs = scipy.permutation_test((a, b), lambda x, y, axis: np.mean(x - y, axis=axis),
+                                    permutation_type="samples", alternative="two-sided", n_resamples=200_000,
+                                    random_state=1).pvalue
+    ours = stats.paired_permutation(list(a), list(b), iters=20_000, seed=0)
+    assert ours == pytest.approx(float(theirs), abs=0.01) and ours > 0

@@ -26,6 +26,8 @@ def add_commands(sub) -> None:
     diff.add_argument("b", metavar="B")
     diff.add_argument("--metric", action="append", help="only this metric (repeatable)")
     diff.add_argument("--json", action="store_true", help="print JSON")
+    diff.add_argument("--allow-mixed", action="store_true",
+                      help="compare runs with different samples per problem (repeats) anyway")
     _stats_args(diff)
 
     agree = sub.add_parser("agreement", help="agreement of two judged runs, or of a run with labels")
@@ -100,7 +102,7 @@ def _diff(args) -> int:
     from .runs import ReportError, load_one
 
     a, b = load_one(args.a), load_one(args.b)
-    found = compare_runs(a, b, args.metric, iters=args.iters, seed=args.seed)
+    found = compare_runs(a, b, args.metric, iters=args.iters, seed=args.seed, allow_mixed=args.allow_mixed)
     if not found:
         raise ReportError(f"{a.model} and {b.model} share no task with samples files (run lm_eval with --log_samples)")
     if args.json:
@@ -108,12 +110,13 @@ def _diff(args) -> int:
                           "comparisons": [c.as_dict() for c in found]}, indent=2))
         return 0
     print(f"A = {md_text(a.model)}\nB = {md_text(b.model)}\n")
-    print("| task | metric | n | A | B | A - B [95% CI] | A only | B only | p (McNemar) |")
-    print("|---|---|---:|---:|---:|---|---:|---:|---:|")
+    print("| task | metric | n | A | B | A - B [95% CI] | A better | B better | p | test |")
+    print("|---|---|---:|---:|---:|---|---:|---:|---:|---|")
     for c in found:
         d = c.as_dict()
         print(f"| {md_text(c.task)} | {md_text(d['metric'])} | {c.n} | {fmt(c.a)} | {fmt(c.b)} | {fmt(c.diff)} "
-              f"[{fmt(c.ci_low)}, {fmt(c.ci_high)}] | {c.a_only} | {c.b_only} | {md_text(fmt_p(c.p_value))} |")
+              f"[{fmt(c.ci_low)}, {fmt(c.ci_high)}] | {c.a_only} | {c.b_only} | {md_text(fmt_p(c.p_value))} | "
+              f"{c.test} |")
     return 0
 
 

@@ -3,9 +3,12 @@
 Per task, models are ranked by the primary metric (``gpt4_exact_match``,
 ``cascade_exact_match`` or ``final_correct``); for every metric, each model is compared
 with the best model on that task and metric, doc by doc (exact McNemar,
-paired-bootstrap interval of the difference). Cells judged differently (the judging
+paired-bootstrap interval of the difference). With k samples per problem (``repeats``)
+a doc's value is its per-problem estimate (``avg@k``, ``pass@k'``, ``maj@k``): intervals
+come from the per-problem values and the paired test is a sign-flip permutation test on
+them (``paired.py``). Cells judged differently (the judging
 pipeline: one judge, a cascade or a panel and its members; the prompt version; the
-doc set; the primary metric) are refused side by side unless ``allow_mixed``, because
+doc set; the primary metric; the samples per problem) are refused side by side unless ``allow_mixed``, because
 their gap would measure the judges as much as the models. Under ``allow_mixed`` each
 model is ranked by its own primary metric, and a note says which metrics were mixed.
 
@@ -26,11 +29,11 @@ from dataclasses import asdict, dataclass
 from ..core import stats
 from .paired import compare
 from .runs import (ReportError, Run, Sample, TaskResult, checked_samples, doc_set_id, metric_label, pipeline,
-                   primary_metric)
+                   primary_metric, samples_per_problem)
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula (CSV injection)
 CSV_COLUMNS = ("model", "task", "metric", "n", "value", "ci_low", "ci_high", "ci_method", "p_value",
-               "diff_vs_top", "diff_ci_low", "diff_ci_high", "rank", "judge", "prompt_version", "data")
+               "diff_vs_top", "diff_ci_low", "diff_ci_high", "rank", "judge", "prompt_version", "data", "k", "p_test")
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class Row:
     data: str
     primary: bool
     is_top: bool  # the best model on this task and metric
+    k: int = 1  # samples per problem (repeats)
+    p_test: str | None = None  # mcnemar_exact, or paired_permutation for per-problem estimates
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,8 @@ def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool
     checked = {model: (None, None) if r.is_group else checked_samples(r) for model, r in cells}
     samples = {model: found for model, (found, _) in checked.items()}
     headline = {model: primary_metric(list(r.metrics)) for model, r in cells}  # each cell's own primary metric
-    prov = {model: (*_provenance(r, samples[model]), metric_label(headline[model])) for model, r in cells}
+    prov = {model: (*_provenance(r, samples[model]), metric_label(headline[model]), samples_per_problem(r))
+            for model, r in cells}
     notes = [_mixed(task, prov, allow_mixed)]
     notes += [f"{model} on {task}: no samples file, so no paired test (run lm_eval with --log_samples)"
               for model, r in cells if r.samples_path is None and not r.is_group]
@@ -143,10 +149,11 @@ def _same_docs(keys: list[tuple]) -> bool:
 def _mixed(task: str, prov: dict[str, tuple], allow_mixed: bool) -> str | None:
     """(pipeline, prompt version, data, data key, primary metric) per model: a note, or a refusal, when they differ."""
     reasons = []
-    for i, what in ((0, "judge"), (1, "prompt version"), (2, "data (doc set)"), (4, "primary metric")):
+    for i, what in ((0, "judge"), (1, "prompt version"), (2, "data (doc set)"), (4, "primary metric"),
+                    (5, "samples per problem (repeats)")):
         values: dict[str, list[str]] = {}
         for model, p in prov.items():
-            values.setdefault(p[i], []).append(model)
+            values.setdefault(str(p[i]), []).append(model)
         if i == 2 and _same_docs([p[3] for p in prov.values()]):
             continue
         if len(values) > 1:
@@ -163,13 +170,13 @@ def _mixed(task: str, prov: dict[str, tuple], allow_mixed: bool) -> str | None:
 
 def _row(task, metric, model, measured, samples, top_model, top_samples, rank, prov, primary, iters, seed) -> Row:
     value, n, low, high, method = measured
-    p = diff = d_low = d_high = None
+    p = diff = d_low = d_high = test = None
     if model != top_model and samples is not None and top_samples is not None:
         c = compare(task, metric, samples, top_samples, iters, seed)  # this - top
         if c.n:
-            p, diff, d_low, d_high = c.p_value, c.diff, c.ci_low, c.ci_high
+            p, diff, d_low, d_high, test = c.p_value, c.diff, c.ci_low, c.ci_high, c.test
     return Row(model, task, metric_label(metric), n, value, low, high, method, p, diff, d_low, d_high,
-               rank, prov[0], prov[1], prov[2], primary, model == top_model)
+               rank, prov[0], prov[1], prov[2], primary, model == top_model, prov[5], test)
 
 
 def _measure(result: TaskResult, metric: str, samples: list[Sample] | None):
@@ -236,8 +243,12 @@ def task_table(board: Board, task: str) -> tuple[list[str], list[list[str]]]:
     metrics = list(dict.fromkeys(r.metric for r in rows))
     models = sorted(dict.fromkeys(r.model for r in rows), key=lambda m: next(r.rank for r in rows if r.model == m))
     lead_name = metrics[0] if len({r.metric for r in rows if r.primary}) == 1 else "primary metric"
-    header = ["#", "model", *(f"{m} [95% CI]" for m in metrics), f"Δ {lead_name} vs top [95% CI]", "p (McNemar)",
-              "n", "judge", "prompt", "data"]
+    tests = {r.p_test for r in rows if r.primary and r.p_test}
+    p_name = "p (paired permutation)" if tests == {"paired_permutation"} else (
+        "p (McNemar)" if tests <= {"mcnemar_exact"} else "p (McNemar / paired permutation)")
+    k = max((r.k for r in rows), default=1)
+    header = ["#", "model", *(f"{m} [95% CI]" for m in metrics), f"Δ {lead_name} vs top [95% CI]", p_name,
+              "n", *(["k"] if k > 1 else []), "judge", "prompt", "data"]
     cells = []
     for model in models:
         mine = {r.metric: r for r in rows if r.model == model}
@@ -248,7 +259,8 @@ def task_table(board: Board, task: str) -> tuple[list[str], list[list[str]]]:
             if lead and lead.diff_vs_top is not None else "")
         cells.append([str(first.rank), model,
                       *(_value_cell(mine.get(m)) for m in metrics), diff, fmt_p(lead.p_value if lead else None),
-                      str(first.n or ""), first.judge, first.prompt_version, first.data])
+                      str(first.n or ""), *([str(first.k)] if k > 1 else []), first.judge, first.prompt_version,
+                      first.data])
     return header, cells
 
 
@@ -263,7 +275,9 @@ def _value_cell(row: Row | None) -> str:
 def methods(board: Board) -> str:
     return ("Intervals: Wilson score 95% for per-sample 0/1 metrics, else mean ± 1.96·stderr. "
             f"Δ vs top: paired bootstrap over docs ({board.iters:,} resamples, seed {board.seed}, percentile 95%). "
-            "p: exact two-sided McNemar test on the docs where exactly one of the two models is right.")
+            "p: exact two-sided McNemar test on the docs where exactly one of the two models is right; for "
+            "per-problem estimates of k samples (k > 1: avg@k, pass@k', maj@k; n counts problems) a two-sided "
+            "sign-flip permutation test on the per-problem values, exact up to 16 differing problems.")
 
 
 def to_markdown(board: Board) -> str:
