@@ -137,6 +137,21 @@ def test_metadata_repeats_wins_over_the_yaml_and_sets_up_the_task():
         "judge_failed"]
 
 
+def test_pass_at_without_repeats_is_refused_once_k_is_final():
+    from lm_eval_mathjudge.harness import ksamples
+
+    spec, _ = _configure({"judge_pass_at": [1, 4]})
+    assert spec is None  # lm-eval 0.5's --repeats may still reach the task
+    with pytest.raises(ConfigError, match="judge_pass_at is set but repeats is 1"):
+        ksamples.check_ready(spec, _options({"judge_pass_at": [1, 4]}), "t")
+
+
+def _options(metadata):
+    from lm_eval_mathjudge.settings.layers import resolve_run_options
+
+    return resolve_run_options("exact_match", None, metadata, {})
+
+
 def test_one_sample_leaves_the_task_as_it_is():
     spec, config = _configure({}, repeats=1)
     assert spec is None and "filter_list" not in config and config["metric_list"][0]["metric"] == "gpt4_exact_match"
@@ -147,7 +162,6 @@ def test_one_sample_leaves_the_task_as_it_is():
     ({"repeats": "many"}, "repeats='many' must be a whole number"),
     ({"repeats": 2.5}, "repeats=2.5 must be a whole number"),
     ({"repeats": 4, "judge_pass_at": [8]}, "asks for pass@8 but there are only 4 samples"),
-    ({"judge_pass_at": [1, 4]}, "judge_pass_at is set but repeats is 1"),
     ({"repeats": 4, "judge_pass_at": "one"}, "pass_at='one' must be whole numbers"),
 ])
 def test_bad_repeats_or_pass_at_are_clear_errors(metadata, message):

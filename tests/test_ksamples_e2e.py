@@ -33,18 +33,26 @@ def _replay(tmp_path, docs):
     return path
 
 
-def test_repeats_4_reports_avg_pass_and_maj_over_problems(tmp_path):
+@pytest.mark.e2e_versions  # lm-eval 0.5 takes --repeats after the task is built (compat.py)
+@pytest.mark.parametrize("how", ["metadata", "cli"])
+def test_repeats_4_reports_avg_pass_and_maj_over_problems(tmp_path, how):
+    from lm_eval_mathjudge import compat
     from tests.e2e import CANARY_KEY, exact_match_judge, run_lm_eval
     from tests.loopback import ChatCompletionsServer
 
+    if how == "cli" and not compat.is_05():
+        pytest.skip("--repeats is a flag of lm-eval 0.5's CLI only")
     root = write_data_slice(tmp_path / "data", 3)
     docs = read_jsonl(root / "gsm8k" / "test.jsonl")
     replay = _replay(tmp_path, docs)
+    metadata = {"judge_pass_at": [1, 2, 4], "judge_base_url": None, "judge_preflight": False}
     with ChatCompletionsServer(exact_match_judge) as judge:
+        metadata["judge_base_url"] = judge.url
+        if how == "metadata":
+            metadata["repeats"] = 4
         run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={replay}", "--tasks", TASK,
-                           "--log_samples", "--metadata",
-                           json.dumps({"repeats": 4, "judge_pass_at": [1, 2, 4], "judge_base_url": judge.url,
-                                       "judge_preflight": False})],
+                           "--log_samples", "--metadata", json.dumps(metadata),
+                           *(["--repeats", "4"] if how == "cli" else [])],
                           {"MATHJUDGE_DATA_DIR": str(root), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
                            "OPENAI_API_KEY": CANARY_KEY}, tmp_path / "out")
         calls = judge.call_count

@@ -33,10 +33,7 @@ def configure(config: dict, judge: Judge, options: RunOptions) -> KSpec | None:
     task = config.get("task")
     raw = (config.get("metadata") or {}).get("repeats", config.get("repeats"))
     k = _repeats(raw, task)
-    if k == 1:
-        if options.pass_at:
-            raise ConfigError(f"task {task}: judge_pass_at is set but repeats is 1; pass@k' needs k samples per "
-                              'problem: add --metadata \'{"repeats": K}\' (or repeats: K in the task YAML)')
+    if k == 1:  # judge_pass_at without repeats: check_ready refuses it (0.5's --repeats may still come)
         return None
     too_big = [kp for kp in options.pass_at if kp > k]
     if too_big:
@@ -55,6 +52,20 @@ def configure(config: dict, judge: Judge, options: RunOptions) -> KSpec | None:
     for name, higher in names.items():
         compat.register_metric(name, higher)
     return spec
+
+
+def check_ready(spec: KSpec | None, options: RunOptions, task: str | None) -> None:
+    """Before any generation, once the task's k is final: pass@k' without k samples is a mistake."""
+    if spec is None and options.pass_at:
+        raise ConfigError(f"task {task}: judge_pass_at is set but repeats is 1; pass@k' needs k samples per "
+                          'problem: add --metadata \'{"repeats": K}\' (or repeats: K in the task YAML)')
+
+
+def reconfigure(base: dict, k: int, judge: Judge, options: RunOptions) -> tuple[KSpec | None, dict]:
+    """The same set-up for a k given after the task was built (lm-eval 0.5's ``--repeats``): from the
+    task's config as it was before ``configure`` (``base``), with ``k`` in place of its repeats."""
+    config = {**base, "metadata": {**(base.get("metadata") or {}), "repeats": k}}
+    return configure(config, judge, options), config
 
 
 def _repeats(raw: Any, task: str | None) -> int:

@@ -83,6 +83,7 @@ class JudgedTask(TaskBase):
         self._members_open: list[JudgeClient] = []
         self._media_dirs: tuple[str, ...] | None = None  # where media may be attached from (_media_roots)
         register_metrics()
+        self._base_scoring = {k: config.get(k) for k in ("task", "metadata", "metric_list", "filter_list")}
         self._k = ksamples.configure(config, self._judge, self._options)  # repeats > 1: k samples per doc
         super().__init__(data_dir=data_dir, cache_dir=cache_dir, download_mode=download_mode, config=config)
         self.config.metadata = {**(self.config.metadata or {}), "judge": self._provenance()}
@@ -127,6 +128,7 @@ class JudgedTask(TaskBase):
         # The earliest point that is both before any generation and after lm-eval has applied
         # --predict_only (lm-eval 0.4.13 builds the model before the tasks, so task __init__ is
         # not earlier than the model either): a judge that cannot work stops the run here.
+        ksamples.check_ready(self._k, self._options, self.config.task)
         if not self._bypassed():
             self._open_judge()
         super().build_all_requests(**kwargs)
@@ -173,6 +175,14 @@ class JudgedTask(TaskBase):
         if self._bypassed():
             return super().process_results(doc, results)
         return self._scores[ksamples.key_of(results[0])]
+
+    def _compat_scoring_for(self, repeats: int) -> tuple[Any, Any] | None:
+        """lm-eval 0.5's ``--repeats`` after the task was built: the filters and metrics for that k
+        (compat.py applies them), or None when nothing changes."""
+        if repeats == (self._k.k if self._k is not None else 1):
+            return None
+        self._k, config = ksamples.reconfigure(self._base_scoring, repeats, self._judge, self._options)
+        return config.get("filter_list"), config.get("metric_list")
 
     # ------------------------------------------------------------------ judging
     def _filter(self):
