@@ -3,7 +3,7 @@
     tasks-dir                     print the folder of task YAMLs (for --include_path)
     cache [--cache-dir DIR]       where the judge cache lives and how big it is
     cache --clear [--cache-dir]   delete the judge cache (only its files; saved generations are kept)
-    leaderboard, diff, agreement, rejudge   compare and re-judge runs (lm_eval_mathjudge.reports)
+    leaderboard, diff, agreement, calibrate, rejudge   compare, calibrate and re-judge runs (reports)
     audit                         how gullible the configured judge is (lm_eval_mathjudge.audit)
 """
 

@@ -192,3 +192,69 @@ def paired_permutation(a: Sequence[float], b: Sequence[float], iters: int = BOOT
         signs = rng.choice((-1.0, 1.0), size=(min(1000, iters - start), diffs.size))
         hits += int(np.sum(np.abs(signs @ diffs) >= observed - tolerance))
     return (hits + 1) / (iters + 1)
+
+
+# ---------------------------------------------------------------------- the judge's own error
+@dataclass(frozen=True)
+class Calibration:
+    """A judge's verdicts against trusted labels: true/false positives and negatives."""
+    tp: int  # judge correct, label correct
+    fn: int  # judge incorrect, label correct
+    tn: int
+    fp: int  # judge correct, label incorrect
+
+    @property
+    def sensitivity(self) -> float:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else math.nan
+
+    @property
+    def specificity(self) -> float:
+        return self.tn / (self.tn + self.fp) if self.tn + self.fp else math.nan
+
+
+def rogan_gladen(observed: float, sensitivity: float, specificity: float) -> float:
+    """The true share of correct answers behind an observed judge score: (p + Sp - 1) / (Se + Sp - 1),
+    kept in [0, 1]; NaN when the judge is no better than chance (Se + Sp <= 1). Linear in p, so it also
+    corrects a mean of per-problem means (avg@k)."""
+    youden = sensitivity + specificity - 1
+    if not youden > 0:
+        return math.nan
+    return min(1.0, max(0.0, (observed + specificity - 1) / youden))
+
+
+@dataclass(frozen=True)
+class Corrected:
+    value: float
+    ci_low: float
+    ci_high: float
+    unusable: float  # share of resamples where the resampled judge was no better than chance
+
+
+def corrected_interval(values: Sequence[float], calibration: Calibration, iters: int = BOOTSTRAP_ITERS,
+                       seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> Corrected:
+    """Rogan-Gladen estimate from per-problem values, with a percentile bootstrap that resamples both the
+    problems of the run and the labelled set (its four cells, multinomially), so the interval carries the
+    uncertainty of the judge's sensitivity and specificity as well as of the problems."""
+    import numpy as np
+
+    n, c = len(values), calibration
+    m = c.tp + c.fn + c.tn + c.fp
+    if n == 0 or m == 0:
+        return Corrected(math.nan, math.nan, math.nan, 1.0)
+    value = rogan_gladen(sum(values) / n, c.sensitivity, c.specificity)
+    rng = np.random.default_rng(seed)
+    counts = Counter(values)
+    distinct = np.array(sorted(counts), dtype=float)
+    means = rng.multinomial(n, np.array([counts[v] for v in sorted(counts)]) / n, size=iters) @ distinct / n
+    cells = rng.multinomial(m, np.array([c.tp, c.fn, c.tn, c.fp]) / m, size=iters)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = cells[:, 0] / (cells[:, 0] + cells[:, 1])
+        sp = cells[:, 2] / (cells[:, 2] + cells[:, 3])
+        youden = se + sp - 1
+        theta = np.clip((means + sp - 1) / youden, 0.0, 1.0)
+    ok = np.isfinite(theta) & (youden > 0)
+    if not ok.any():
+        return Corrected(value, math.nan, math.nan, 1.0)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(theta[ok], [tail, 100 - tail])
+    return Corrected(value, float(low), float(high), float(1 - ok.mean()))

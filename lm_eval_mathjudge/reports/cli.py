@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-COMMANDS = ("leaderboard", "diff", "agreement", "rejudge", "audit")
+COMMANDS = ("leaderboard", "diff", "agreement", "calibrate", "rejudge", "audit")
 
 
 def add_commands(sub) -> None:
@@ -19,7 +19,16 @@ def add_commands(sub) -> None:
     board.add_argument("--out", required=True, metavar="DIR", help="folder for leaderboard.md/.csv/.html/.png/.svg")
     board.add_argument("--allow-mixed", action="store_true",
                        help="show runs judged differently (judge, prompt version, doc set) side by side")
+    board.add_argument("--calibration", metavar="FILE",
+                       help="the judge's error rates (mathjudge calibrate --json): add the corrected score")
     _stats_args(board)
+
+    calibrate = sub.add_parser("calibrate", help="the judge's sensitivity and specificity against labelled samples")
+    calibrate.add_argument("a", metavar="RUN")
+    calibrate.add_argument("--labels", metavar="FILE", required=True,
+                           help="JSONL of doc_id or question + label (a person's or a trusted judge's)")
+    calibrate.add_argument("--label-field", default="label", help="the labels file's label field (default: label)")
+    calibrate.add_argument("--json", action="store_true", help="print JSON (what leaderboard --calibration reads)")
 
     diff = sub.add_parser("diff", help="paired test of two runs on the same docs")
     diff.add_argument("a", metavar="A")
@@ -65,7 +74,8 @@ def _stats_args(parser) -> None:
 def run(args) -> int:
     from ..core.errors import MathJudgeError
 
-    command = {"leaderboard": _leaderboard, "diff": _diff, "agreement": _agreement, "rejudge": _rejudge,
+    command = {"leaderboard": _leaderboard, "diff": _diff, "agreement": _agreement, "calibrate": _calibrate,
+               "rejudge": _rejudge,
                "audit": _audit}[args.command]
     try:
         return command(args)
@@ -78,7 +88,11 @@ def _leaderboard(args) -> int:
     from . import chart, html, leaderboard
     from .runs import load_runs
 
-    board = leaderboard.build(load_runs(args.runs), allow_mixed=args.allow_mixed, iters=args.iters, seed=args.seed)
+    from . import calibration
+
+    cal = calibration.load(args.calibration) if args.calibration else None
+    board = leaderboard.build(load_runs(args.runs), allow_mixed=args.allow_mixed, iters=args.iters, seed=args.seed,
+                              calibration=cal)
     os.makedirs(args.out, exist_ok=True)
     files = {"leaderboard.md": leaderboard.to_markdown(board), "leaderboard.csv": leaderboard.to_csv(board),
              "leaderboard.svg": chart.svg(board), "leaderboard.html": html.render(board)}
@@ -149,6 +163,29 @@ def _agreement(args) -> int:
             confusion = "; ".join(f"{x}\\{y}: {n}" for x, row in m["confusion"].items() for y, n in row.items())
             print(f"| {md_text(task)} | {md_text(metric)} | {m['n']} | {fmt(m['agreement'])} | {fmt(m['kappa'])} "
                   f"| {confusion} |")
+    return 0
+
+
+def _calibrate(args) -> int:
+    from . import agreement
+    from .leaderboard import fmt, md_text
+    from .runs import load_one
+
+    a = load_one(args.a)
+    result = agreement.report(a.model, args.labels, agreement.with_labels(a, args.labels, args.label_field))
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"run = {md_text(a.model)}\nlabels = {md_text(args.labels)}\n")
+    print("| task | metric | judge | n | sensitivity [95% CI] | specificity [95% CI] |")
+    print("|---|---|---|---:|---|---|")
+    for task, metrics in result["tasks"].items():
+        for metric, m in metrics.items():
+            def rate(name: str) -> str:
+                iv = m.get(f"{name}_interval") or {}
+                return f"{fmt(m.get(name))} [{fmt(iv.get('ci_low'))}, {fmt(iv.get('ci_high'))}]"
+            print(f"| {md_text(task)} | {md_text(metric)} | {md_text(str(m.get('judge')))} | {m['n']} | "
+                  f"{rate('sensitivity')} | {rate('specificity')} |")
     return 0
 
 

@@ -22,18 +22,21 @@ formula are prefixed with ``'``, Markdown escapes HTML and pipes, HTML escapes a
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 from dataclasses import asdict, dataclass
 
 from ..core import stats
 from .paired import compare
-from .runs import (ReportError, Run, Sample, TaskResult, checked_samples, doc_set_id, metric_label, pipeline,
+from . import calibration as calib
+from .runs import (ReportError, Run, Sample, TaskResult, checked_samples, doc_set_id, judge_id, metric_label, pipeline,
                    primary_metric, samples_per_problem)
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula (CSV injection)
 CSV_COLUMNS = ("model", "task", "metric", "n", "value", "ci_low", "ci_high", "ci_method", "p_value",
-               "diff_vs_top", "diff_ci_low", "diff_ci_high", "rank", "judge", "prompt_version", "data", "k", "p_test")
+               "diff_vs_top", "diff_ci_low", "diff_ci_high", "rank", "judge", "prompt_version", "data", "k", "p_test",
+               "corrected", "corrected_ci_low", "corrected_ci_high")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,9 @@ class Row:
     is_top: bool  # the best model on this task and metric
     k: int = 1  # samples per problem (repeats)
     p_test: str | None = None  # mcnemar_exact, or paired_permutation for per-problem estimates
+    corrected: float | None = None  # --calibration: Rogan-Gladen corrected accuracy (primary rows)
+    corrected_ci_low: float | None = None  # over the run's problems and the labelled set
+    corrected_ci_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,7 @@ class Board:
 
 
 def build(runs: list[Run], allow_mixed: bool = False, iters: int = stats.BOOTSTRAP_ITERS,
-          seed: int = stats.BOOTSTRAP_SEED) -> Board:
+          seed: int = stats.BOOTSTRAP_SEED, calibration: dict[str, list[calib.Entry]] | None = None) -> Board:
     if not runs:
         raise ReportError("no runs given")
     rows, notes = [], []
@@ -83,6 +89,9 @@ def build(runs: list[Run], allow_mixed: bool = False, iters: int = stats.BOOTSTR
     for task in sorted({t for run in runs for t in run.tasks}):
         cells = [(run.model, run.tasks[task]) for run in runs if task in run.tasks]
         task_rows, task_notes = _task_rows(task, cells, allow_mixed, iters, seed)
+        if calibration is not None:
+            task_rows, more = _corrected(task, task_rows, dict(cells), calibration.get(task, []), iters, seed)
+            task_notes += more
         rows += task_rows
         notes += task_notes
     return Board(rows, notes, iters, seed)
@@ -120,6 +129,44 @@ def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool
             rows.append(_row(task, metric, model, measured[(model, metric)], samples[model], top_model,
                              samples[top_model], rank[model], prov[model], metric == headline[model], iters, seed))
     return rows, [n for n in notes if n]
+
+
+def _corrected(task: str, rows: list[Row], results: dict[str, TaskResult], entries: list[calib.Entry],
+               iters: int, seed: int) -> tuple[list[Row], list[str]]:
+    """The primary rows with the judge's error taken out (Rogan-Gladen), where a calibration of the
+    same judge on this task exists; a note for every row it does not apply to."""
+    out, notes = [], []
+    for row in rows:
+        entry = calib.entry_for(entries, row.metric) if row.primary else None
+        if not row.primary:
+            out.append(row)
+            continue
+        result = results[row.model]
+        if entry is None:
+            notes.append(f"{row.model} on {task}: no calibration of {row.metric} for this task, so no corrected score")
+            out.append(row)
+            continue
+        if entry.judge != judge_id(result):
+            notes.append(f"{row.model} on {task}: the calibration was measured on {entry.judge}, not on this run's "
+                         f"judge {judge_id(result)}, so it is not applied")
+            out.append(row)
+            continue
+        samples, _ = checked_samples(result)
+        key = next((k for k in result.metrics if metric_label(k) == row.metric), None)
+        values = [s.scores[key] for s in samples if key in s.scores] if samples and key else []
+        if values:
+            c = stats.corrected_interval(values, entry.cells, iters=iters, seed=seed)
+            low, high = (None if math.isnan(c.ci_low) else c.ci_low), (None if math.isnan(c.ci_high) else c.ci_high)
+            value = None if math.isnan(c.value) else c.value
+            if c.unusable > 0.025:
+                notes.append(f"{row.model} on {task}: in {c.unusable:.0%} of the resamples the judge was no better "
+                             "than chance on the labelled set; label more samples for a usable interval")
+        else:
+            value = stats.rogan_gladen(row.value, entry.cells.sensitivity, entry.cells.specificity)
+            value, low, high = (None if math.isnan(value) else value), None, None
+            notes.append(f"{row.model} on {task}: no complete samples file, so the corrected score has no interval")
+        out.append(dataclasses.replace(row, corrected=value, corrected_ci_low=low, corrected_ci_high=high))
+    return out, notes
 
 
 def _flagged(task: str, model: str, result: TaskResult, metric: str) -> str | None:
@@ -247,8 +294,10 @@ def task_table(board: Board, task: str) -> tuple[list[str], list[list[str]]]:
     p_name = "p (paired permutation)" if tests == {"paired_permutation"} else (
         "p (McNemar)" if tests <= {"mcnemar_exact"} else "p (McNemar / paired permutation)")
     k = max((r.k for r in rows), default=1)
-    header = ["#", "model", *(f"{m} [95% CI]" for m in metrics), f"Δ {lead_name} vs top [95% CI]", p_name,
-              "n", *(["k"] if k > 1 else []), "judge", "prompt", "data"]
+    corrected = any(r.corrected is not None for r in rows)
+    header = ["#", "model", *(f"{m} [95% CI]" for m in metrics),
+              *(["corrected [95% CI, judge error included]"] if corrected else []), f"Δ {lead_name} vs top [95% CI]",
+              p_name, "n", *(["k"] if k > 1 else []), "judge", "prompt", "data"]
     cells = []
     for model in models:
         mine = {r.metric: r for r in rows if r.model == model}
@@ -257,8 +306,10 @@ def task_table(board: Board, task: str) -> tuple[list[str], list[list[str]]]:
         diff = "top" if lead and lead.is_top else (
             f"{fmt(lead.diff_vs_top)} [{fmt(lead.diff_ci_low)}, {fmt(lead.diff_ci_high)}]"
             if lead and lead.diff_vs_top is not None else "")
+        fixed = [f"{fmt(lead.corrected)} [{fmt(lead.corrected_ci_low)}, {fmt(lead.corrected_ci_high)}]"
+                 if lead and lead.corrected is not None else ""] if corrected else []
         cells.append([str(first.rank), model,
-                      *(_value_cell(mine.get(m)) for m in metrics), diff, fmt_p(lead.p_value if lead else None),
+                      *(_value_cell(mine.get(m)) for m in metrics), *fixed, diff, fmt_p(lead.p_value if lead else None),
                       str(first.n or ""), *([str(first.k)] if k > 1 else []), first.judge, first.prompt_version,
                       first.data])
     return header, cells
