@@ -8,7 +8,8 @@ a doc's value is its per-problem estimate (``avg@k``, ``pass@k'``, ``maj@k``): i
 come from the per-problem values and the paired test is a sign-flip permutation test on
 them (``paired.py``). Cells judged differently (the judging
 pipeline: one judge, a cascade or a panel and its members; the prompt version; the
-doc set; the primary metric; the samples per problem) are refused side by side unless ``allow_mixed``, because
+doc set; the primary metric; the samples per problem; the judge snapshot its API reported
+answering, where both runs recorded one) are refused side by side unless ``allow_mixed``, because
 their gap would measure the judges as much as the models. Under ``allow_mixed`` each
 model is ranked by its own primary metric, and a note says which metrics were mixed.
 
@@ -31,7 +32,7 @@ from ..core import stats
 from .paired import compare
 from . import calibration as calib
 from .runs import (ReportError, Run, Sample, TaskResult, checked_samples, doc_set_id, judge_id, metric_label, pipeline,
-                   primary_metric, samples_per_problem)
+                   judge_snapshots, primary_metric, samples_per_problem)
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula (CSV injection)
 CSV_COLUMNS = ("model", "task", "metric", "n", "value", "ci_low", "ci_high", "ci_method", "p_value",
@@ -101,13 +102,15 @@ def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool
     checked = {model: (None, None) if r.is_group else checked_samples(r) for model, r in cells}
     samples = {model: found for model, (found, _) in checked.items()}
     headline = {model: primary_metric(list(r.metrics)) for model, r in cells}  # each cell's own primary metric
-    prov = {model: (*_provenance(r, samples[model]), metric_label(headline[model]), samples_per_problem(r))
-            for model, r in cells}
+    prov = {model: (*_provenance(r, samples[model]), metric_label(headline[model]), samples_per_problem(r),
+                    judge_snapshots(r)) for model, r in cells}
     notes = [_mixed(task, prov, allow_mixed)]
     notes += [f"{model} on {task}: no samples file, so no paired test (run lm_eval with --log_samples)"
               for model, r in cells if r.samples_path is None and not r.is_group]
     notes += [f"{model} on {task}: {why}" for model, (_, why) in checked.items() if why]
     notes += [_flagged(task, model, r, headline[model]) for model, r in cells]
+    notes += [f"{model} on {task}: its judge reported {len(p[6])} model versions within the run ({', '.join(p[6])}); "
+              "the alias moved while it was judged" for model, p in prov.items() if len(p[6]) > 1]
     metrics = list(dict.fromkeys(m for _, r in cells for m in r.metrics))
     primaries = list(dict.fromkeys(headline[model] for model, _ in cells))
     metrics = [*primaries, *(m for m in metrics if m not in primaries)]
@@ -205,6 +208,13 @@ def _mixed(task: str, prov: dict[str, tuple], allow_mixed: bool) -> str | None:
             continue
         if len(values) > 1:
             reasons.append(f"{what} differs: " + "; ".join(f"{v} ({', '.join(ms)})" for v, ms in values.items()))
+    snapshots: dict[str, list[str]] = {}
+    for model, p in prov.items():
+        if p[6]:  # only runs whose judge API reported a version can differ in it
+            snapshots.setdefault(", ".join(p[6]), []).append(model)
+    if len(snapshots) > 1:
+        reasons.append("judge snapshot (the model version the judge's API reported) differs: "
+                       + "; ".join(f"{v} ({', '.join(ms)})" for v, ms in snapshots.items()))
     if not reasons:
         return None
     message = f"{task}: the runs were judged differently, so their gap is not only the models'. " + " | ".join(reasons)

@@ -113,6 +113,14 @@ def primary_metric(metrics: list[str]) -> str | None:
     return metrics[0] if metrics else None
 
 
+def judge_snapshots(result: "TaskResult") -> tuple[str, ...]:
+    """The model versions the judge's API reported answering (``metadata.judge.run.reported_models``);
+    () when none was reported (a local judge, a fully cached run, an API that does not say)."""
+    run = result.judge.get("run")
+    found = run.get("reported_models") if isinstance(run, dict) else None
+    return tuple(sorted(str(m) for m in found)) if isinstance(found, dict) else ()
+
+
 def samples_per_problem(result: "TaskResult") -> int:
     """k of a run with ``repeats`` k (the results' ``metadata.judge.k_samples``), else 1."""
     k = (result.judge.get("k_samples") or {}).get("k") if isinstance(result.judge.get("k_samples"), dict) else None
