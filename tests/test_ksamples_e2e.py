@@ -83,3 +83,32 @@ def test_repeats_4_reports_avg_pass_and_maj_over_problems(tmp_path, how):
     verdicts = [[json.loads(r)["verdict"]["correct"] for r in s["filtered_resps"][0]] for s in samples]
     assert verdicts == [[True] * 4, [True, False, False, True], [False, False, True, False]]
     assert samples[1]["gpt4_exact_match_maj@4"] == 0.5 and samples[2]["gpt4_exact_match_pass@2"] == 0.5
+
+
+def test_repeats_with_the_cascade_name_the_cascades_metrics(tmp_path):
+    """The cascade judges on its own path: its rule stage decides the samples it accepts, k records per doc."""
+    from tests.e2e import CANARY_KEY, exact_match_judge, run_lm_eval
+    from tests.loopback import ChatCompletionsServer
+
+    root = write_data_slice(tmp_path / "data", 3)
+    docs = read_jsonl(root / "gsm8k" / "test.jsonl")
+    replay = _replay(tmp_path, docs)
+    with ChatCompletionsServer(exact_match_judge) as judge:
+        run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={replay}", "--tasks", TASK,
+                           "--log_samples", "--metadata",
+                           json.dumps({"repeats": 4, "judge_cascade": True, "judge_base_url": judge.url,
+                                       "judge_preflight": False})],
+                          {"MATHJUDGE_DATA_DIR": str(root), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
+                           "OPENAI_API_KEY": CANARY_KEY}, tmp_path / "out")
+        calls = judge.call_count
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = run.results()["results"][TASK]
+    names = {key.split(",")[0] for key in results if "_stderr" not in key and "," in key}
+    avg = next(n for n in names if n.endswith("_avg@4"))
+    assert avg != "gpt4_exact_match_avg@4" and f"{avg[:-len('_avg@4')]}_maj@4" in names  # the cascade's own name
+    assert results[f"{avg},none"] == pytest.approx((1 + 1 / 2 + 1 / 4) / 3)
+    # the rule stage accepts the gold answers (doc 0's four identical ones are one request): only the rest
+    # reach the LLM judge, each distinct response once
+    assert calls == 5  # 7, 7.0; the two texts stating 3; 9999
+    samples = sorted(run.samples(TASK), key=lambda s: s["doc_id"])
+    assert [len(s["filtered_resps"][0]) for s in samples] == [4, 4, 4]
