@@ -87,6 +87,7 @@ RANGES: dict[str, object] = {
     "media_dirs": "a list of existing folders (or one string, folders separated by `:`; `;` on Windows)",
     "audit": BOOL,
     "audit_limit": Num(1, schema.MAX_AUDIT_LIMIT),
+    "pass_at": f"a list of whole numbers, each 1 .. repeats (at most {schema.MAX_REPEATS}), or one string `1,4,16`",
 }
 
 MEANINGS = {
@@ -131,6 +132,8 @@ MEANINGS = {
     "audit": "after judging, audit the judge once per run and record the summary "
              "([audit](audit.md))",
     "audit_limit": "answers per attack family in that audit",
+    "pass_at": "with `repeats` k > 1: the k' of the `pass@k'` metrics; unset = 1 and k "
+               "([k samples per problem](tasks.md#k-samples-per-problem))",
 }
 
 
