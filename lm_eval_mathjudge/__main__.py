@@ -6,7 +6,7 @@
     cache --list                  list the saved generations (what a stopped or dry run kept)
     cache --clear-generations     delete the saved generations
     cache --merge A B [--into C]  fold judge caches (one per host or job) into one (judging/cache_merge.py)
-    leaderboard, diff, agreement, rejudge   compare and re-judge runs (lm_eval_mathjudge.reports)
+    leaderboard, diff, agreement, calibrate, rejudge   compare, calibrate, re-judge runs (reports)
     audit                         how gullible the configured judge is (lm_eval_mathjudge.audit)
 
 Errors of ours end the command with one block and the exit codes of ``core/errors.py``; a

@@ -13,6 +13,9 @@ task constructor       ``(data_dir, cache_dir,         ``(config)``; the dataset
 default filter         ``take_first``: one string      ``noop``: the list of responses (the
                                                        harness judges the first either way)
 scoring after filters  ``process_results`` per doc     scorers: ``score_instances`` per task
+``repeats``            ``repeats:`` in the YAML or     the same, and ``--repeats K``, which
+                       ``--metadata``, read when the   reaches a built task (``set_repeats``):
+                       task is built                   its filters, metrics, scorers rebuilt
 ``--predict_only``     ``bypass`` in                   ``bypass`` metric in the scorers; it returns
                        ``_metric_fn_list``             a bare number that 0.5.0.dev1's reduce
                                                        step cannot take (wrapped in a list here)
@@ -330,6 +333,14 @@ def _task_base_05() -> type:
             for scorer in self._scorers:
                 scored = scorer.score_instances(by_doc)
                 scorer.set_results({doc_id: _listed(doc) for doc_id, doc in scored.items()})
+
+        def set_repeats(self, repeats: int) -> None:
+            super().set_repeats(repeats)
+            scoring = self._compat_scoring_for(int(repeats))  # the task's filters and metrics for this k
+            if scoring is not None:
+                self._config.filter_list, self._config.metric_list = scoring
+                self._config._normalize_scoring_config()
+                self._scorers = self._build_scorers()
 
         def _compat_predict_only(self) -> bool:
             return self._has_metric("bypass")

@@ -22,7 +22,8 @@ COMMANDS = sorted(_subparsers(build_parser()))
 
 
 def test_every_command_is_there():
-    assert COMMANDS == sorted(["tasks-dir", "cache", "leaderboard", "diff", "agreement", "rejudge", "audit"])
+    assert COMMANDS == sorted(["tasks-dir", "cache", "leaderboard", "diff", "agreement", "calibrate", "rejudge",
+                                "audit"])
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -55,6 +56,10 @@ def test_the_module_and_the_script_are_both_called_mathjudge():
     (["cache", "--lst"], "(did you mean --list?)"),
     (["leaderboard", "runs", "--out", "o", "--alow-mixed"], "(did you mean --allow-mixed?)"),
     (["rejudge", "s.jsonl", "--output_path", "o", "--nmae", "x"], "(did you mean --name?)"),
+    (["calibrat", "run", "--labels", "l.jsonl"], "(did you mean calibrate?)"),
+    (["calibrate", "run", "--labels", "l.jsonl", "--label-feild", "x"], "(did you mean --label-field?)"),
+    (["leaderboard", "runs", "--out", "o", "--calibraton", "c.json"], "(did you mean --calibration?)"),
+    (["diff", "a", "b", "--alow-mixed"], "(did you mean --allow-mixed?)"),
 ])
 def test_a_misspelt_command_or_option_gets_a_suggestion(argv, suggestion, capsys):
     with pytest.raises(SystemExit) as done:

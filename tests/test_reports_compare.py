@@ -47,7 +47,7 @@ def test_diff_is_significant_when_one_model_only_gains(runs, capsys):
     assert main(["diff", str(runs.run_dir("gpt3-fixed")), str(runs.run_dir("gpt3-verifier"))]) == 0
     text = capsys.readouterr().out
     row = next(line for line in text.splitlines() if "| gpt4_exact_match |" in line)
-    assert row.split(" | ")[2:] == ["100", "0.680", "0.580", row.split(" | ")[5], "10", "0", "0.002 |"]
+    assert row.split(" | ")[2:] == ["100", "0.680", "0.580", row.split(" | ")[5], "10", "0", "0.002", "mcnemar_exact |"]
     low, high = (float(x) for x in row.split(" | ")[5].split("[")[1].rstrip("]").split(", "))
     assert 0 < low <= 0.10 <= high  # the interval of the gain excludes 0
 

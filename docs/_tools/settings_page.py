@@ -88,6 +88,7 @@ RANGES: dict[str, object] = {
     "audit": BOOL,
     "audit_limit": Num(1, schema.MAX_AUDIT_LIMIT),
     "stream": BOOL,
+    "pass_at": f"a list of whole numbers, each 1 .. repeats (at most {schema.MAX_REPEATS}), or one string `1,4,16`",
 }
 
 MEANINGS = {
@@ -135,6 +136,8 @@ MEANINGS = {
     "stream": "judge each sample as the model finishes it, while the others still generate; on where it changes "
               "nothing (off for batch mode, the dry run, a budget, filters that read all responses) "
               "([judging while generating](scale.md#judging-while-the-model-generates))",
+    "pass_at": "with `repeats` k > 1: the k' of the `pass@k'` metrics; unset = 1 and k "
+               "([k samples per problem](tasks.md#k-samples-per-problem))",
 }
 
 

@@ -87,6 +87,16 @@ class LocalBackend:
         verdict = "Correct" if result["same"] else "Incorrect"
         return Reply(text=_clean(f"Error Analysis: {analysis}\nFinal Verdict: {verdict}"))
 
+    def answer_classes(self, gold: str, responses: list[str], question: str = "") -> list[int | None]:
+        """The equivalence class of each response's final answer (None: no one final answer), for maj@k.
+        One worker job for the k responses, with k items' time."""
+        limit = self._time_limit * max(1, len(responses))
+        result = self._pool.run({"answer": gold, "responses": responses, "question": question, "limit": limit},
+                                limit)
+        if "error" in result:
+            raise JudgeRefusal(f"the local rule could not read these answers: {result['error']}", kind="local_error")
+        return [c if isinstance(c, int) else None for c in result["classes"]][:len(responses)]
+
     def close(self) -> None:
         self._pool.close()
 

@@ -3,7 +3,9 @@
 One job per line on stdin, one result per line on stdout, both JSON with
 ASCII escapes (so any text, lone surrogates included, crosses the pipe
 intact). A job is ``{"answer": gold, "response": text, "limit": seconds}``;
-a result is ``{"same": bool, "extracted": str | null}`` or ``{"error": str}``.
+a result is ``{"same": bool, "extracted": str | null}`` or ``{"error": str}``. A job
+``{"answer": gold, "responses": [text, ...]}`` asks for the final answers of k samples
+of one problem grouped by equivalence: ``{"classes": [int | null, ...]}`` (maj@k).
 The first line written is ``{"ready": true}``, sent once math-verify is
 imported and warmed up, so start-up never counts against an item's limit.
 
@@ -57,11 +59,8 @@ def _as_math(answer: str) -> str:
     return answer if "$" in answer or "\\boxed" in answer else f"${answer}$"
 
 
-def judge(parse, verify, answer: str, response: str, question: str = "") -> dict:
-    """The answer policy (``answers``) decides what the response's one final answer is;
-    math-verify only says whether two single values are equivalent."""
-    from ..core import answers
-
+def _same(parse, verify):
+    """math-verify's equivalence of two single values, each parsed once."""
     parsed: dict[str, list] = {}
 
     def value(text: str) -> list:
@@ -73,8 +72,26 @@ def judge(parse, verify, answer: str, response: str, question: str = "") -> dict
         left, right = value(a), value(b)
         return bool(left) and bool(right) and bool(verify(left, right, timeout_seconds=None))
 
+    return same
+
+
+def judge(parse, verify, answer: str, response: str, question: str = "") -> dict:
+    """The answer policy (``answers``) decides what the response's one final answer is;
+    math-verify only says whether two single values are equivalent."""
+    from ..core import answers
+
+    same = _same(parse, verify)
     decision = answers.decide(answers.read(response, answer, question), answer, same)
     return {"same": decision.correct, "extracted": decision.answer, "reason": decision.reason}
+
+
+def classes(parse, verify, answer: str, responses: list[str], question: str = "") -> dict:
+    """Each response's one final answer (the answer policy's), grouped by equivalence."""
+    from ..core import answers
+
+    same = _same(parse, verify)
+    finals = [answers.decide(answers.read(r, answer, question), answer, same).answer for r in responses]
+    return {"classes": answers.answer_classes(finals, answer, same)}
 
 
 def serve(jobs, out) -> None:
@@ -91,7 +108,10 @@ def serve(jobs, out) -> None:
         if "limit" in job:
             _cpu_budget(float(job["limit"]))
         try:
-            result = judge(parse, verify, job["answer"], job["response"], job.get("question", ""))
+            if "responses" in job:
+                result = classes(parse, verify, job["answer"], list(job["responses"]), job.get("question", ""))
+            else:
+                result = judge(parse, verify, job["answer"], job["response"], job.get("question", ""))
         except MemoryError:
             result = {"error": f"math-verify needed more than {MEMORY_LIMIT // 1024 ** 3} GiB of memory"}
         except Exception as exc:  # noqa: BLE001 - any failure is this item's, never the worker's

@@ -12,6 +12,12 @@ them against SciPy where it is installed).
   docs with replacement under a fixed seed.
 * ``cohen_kappa``: chance-corrected agreement of two raters on the same items.
 * ``fleiss_kappa``: the same for any number of raters (a judge panel's members).
+* ``paired_permutation``: two-sided sign-flip permutation test of mean(a - b) on paired
+  values that are not 0/1 (per-problem means of k samples), exact up to 16 non-zero pairs.
+* ``pass_at_k``: the unbiased pass@k estimator of Chen et al. (2021) for one problem
+  with n samples of which c are correct.
+* ``mean_interval``: mean and 95% normal interval of per-problem values (k samples per
+  problem: the problems are the independent units, never the samples).
 """
 
 from __future__ import annotations
@@ -119,3 +125,136 @@ def fleiss_kappa(rows: Sequence[Sequence[Hashable]]) -> float | None:
     observed = sum(per_item) / len(rows)
     chance = sum((c / (len(rows) * raters)) ** 2 for c in totals.values())
     return None if chance == 1 else (observed - chance) / (1 - chance)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """P(at least one of k samples drawn without replacement from the n is correct) = 1 - C(n-c, k)/C(n, k).
+
+    Computed as the product form 1 - prod_{i=n-c+1..n} (1 - k/i), exact for every n and free of
+    huge binomials (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", Fig. 3)."""
+    if not 0 < k <= n or not 0 <= c <= n:
+        raise ValueError(f"pass@k needs 0 < k <= n and 0 <= c <= n (n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1.0 - k / i
+    return 1.0 - prod
+
+
+@dataclass(frozen=True)
+class MeanInterval:
+    n: int
+    mean: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+
+
+def mean_interval(values: Sequence[float], z: float = Z95) -> MeanInterval:
+    """Mean of per-problem values with the normal interval from their sample standard deviation."""
+    n = len(values)
+    if n == 0:
+        return MeanInterval(0, math.nan, math.nan, math.nan, math.nan)
+    mean = sum(values) / n
+    if n == 1:
+        return MeanInterval(1, mean, math.nan, math.nan, math.nan)
+    stderr = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+    low, high = normal_interval(mean, stderr, z)
+    return MeanInterval(n, mean, stderr, low, high)
+
+
+EXACT_PERMUTATION_MAX = 16  # non-zero paired differences enumerated exactly (2^16 sign patterns)
+
+
+def paired_permutation(a: Sequence[float], b: Sequence[float], iters: int = BOOTSTRAP_ITERS,
+                       seed: int = BOOTSTRAP_SEED) -> float:
+    """Two-sided p-value of mean(a - b) = 0 under the sign-flip null: each pair's difference is as likely
+    to have either sign (the two runs are exchangeable within a problem). Exact enumeration up to
+    ``EXACT_PERMUTATION_MAX`` non-zero differences, else ``iters`` seeded random sign patterns with the
+    (count + 1) / (iters + 1) correction, so the p-value is never 0."""
+    import numpy as np
+
+    if len(a) != len(b):
+        raise ValueError(f"paired samples differ in length ({len(a)} vs {len(b)})")
+    diffs = np.array([x - y for x, y in zip(a, b) if x != y], dtype=float)
+    if diffs.size == 0:
+        return 1.0
+    observed = abs(diffs.sum())
+    tolerance = 1e-9 * max(1.0, observed)  # sums of floats that are equal in exact arithmetic
+    if diffs.size <= EXACT_PERMUTATION_MAX:
+        patterns = ((np.arange(2 ** diffs.size)[:, None] >> np.arange(diffs.size)) & 1) * 2 - 1
+        sums = np.abs(patterns @ diffs)
+        return float(np.mean(sums >= observed - tolerance))
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for start in range(0, iters, 1000):  # bounded memory: 1,000 patterns at a time
+        signs = rng.choice((-1.0, 1.0), size=(min(1000, iters - start), diffs.size))
+        hits += int(np.sum(np.abs(signs @ diffs) >= observed - tolerance))
+    return (hits + 1) / (iters + 1)
+
+
+# ---------------------------------------------------------------------- the judge's own error
+@dataclass(frozen=True)
+class Calibration:
+    """A judge's verdicts against trusted labels: true/false positives and negatives."""
+    tp: int  # judge correct, label correct
+    fn: int  # judge incorrect, label correct
+    tn: int
+    fp: int  # judge correct, label incorrect
+
+    @property
+    def sensitivity(self) -> float:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else math.nan
+
+    @property
+    def specificity(self) -> float:
+        return self.tn / (self.tn + self.fp) if self.tn + self.fp else math.nan
+
+
+def rogan_gladen(observed: float, sensitivity: float, specificity: float) -> float:
+    """The true share of correct answers behind an observed judge score: (p + Sp - 1) / (Se + Sp - 1),
+    kept in [0, 1]; NaN when the judge is no better than chance (Se + Sp <= 1). Linear in p, so it also
+    corrects a mean of per-problem means (avg@k)."""
+    youden = sensitivity + specificity - 1
+    if not youden > 0:
+        return math.nan
+    return min(1.0, max(0.0, (observed + specificity - 1) / youden))
+
+
+@dataclass(frozen=True)
+class Corrected:
+    value: float
+    ci_low: float
+    ci_high: float
+    unusable: float  # share of resamples where the resampled judge was no better than chance
+
+
+def corrected_interval(values: Sequence[float], calibration: Calibration, iters: int = BOOTSTRAP_ITERS,
+                       seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> Corrected:
+    """Rogan-Gladen estimate from per-problem values, with a percentile bootstrap that resamples both the
+    problems of the run and the labelled set (its four cells, multinomially), so the interval carries the
+    uncertainty of the judge's sensitivity and specificity as well as of the problems."""
+    import numpy as np
+
+    n, c = len(values), calibration
+    m = c.tp + c.fn + c.tn + c.fp
+    if n == 0 or m == 0:
+        return Corrected(math.nan, math.nan, math.nan, 1.0)
+    value = rogan_gladen(sum(values) / n, c.sensitivity, c.specificity)
+    rng = np.random.default_rng(seed)
+    counts = Counter(values)
+    distinct = np.array(sorted(counts), dtype=float)
+    means = rng.multinomial(n, np.array([counts[v] for v in sorted(counts)]) / n, size=iters) @ distinct / n
+    cells = rng.multinomial(m, np.array([c.tp, c.fn, c.tn, c.fp]) / m, size=iters)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = cells[:, 0] / (cells[:, 0] + cells[:, 1])
+        sp = cells[:, 2] / (cells[:, 2] + cells[:, 3])
+        youden = se + sp - 1
+        theta = np.clip((means + sp - 1) / youden, 0.0, 1.0)
+    ok = np.isfinite(theta) & (youden > 0)
+    if not ok.any():
+        return Corrected(value, math.nan, math.nan, 1.0)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(theta[ok], [tail, 100 - tail])
+    return Corrected(value, float(low), float(high), float(1 - ok.mean()))

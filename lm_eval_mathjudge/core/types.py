@@ -28,12 +28,19 @@ class Reply:
     text: str
     usage: dict[str, int] = field(default_factory=dict)
     finish_reason: str | None = None
+    model: str | None = None  # the model version the API says answered (a snapshot behind an alias)
+
+
+MAX_MODEL_NAME = 200  # characters of a reported model version kept (it is the provider's text)
 
 
 def clean_reply(reply: Reply) -> Reply:
     """What may be stored and shown: valid Unicode, no credential the judge echoed."""
     text = redact(clean_text(reply.text))
-    return reply if text == reply.text else Reply(text=text, usage=reply.usage, finish_reason=reply.finish_reason)
+    model = redact(clean_text(reply.model))[:MAX_MODEL_NAME] if isinstance(reply.model, str) else None
+    if text == reply.text and model == reply.model:
+        return reply
+    return Reply(text=text, usage=reply.usage, finish_reason=reply.finish_reason, model=model)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,11 @@ in any of these shapes:
   (``recovery.save_generations``);
 * records with ``response`` and ``doc_id`` only, optionally ``task``.
 
+A record may hold k answers for one doc, for a task with ``repeats: k``: ``"responses":
+[...]`` instead of ``"response"``, or a samples file's ``resps`` with k answers. lm-eval asks
+for a doc k times in a row; the i-th ask gets the i-th answer. A record of one answer
+answers every ask; a record of fewer than k answers is an error naming its line.
+
 A request is matched by its question text (robust to ``--limit`` and
 reordering; a record of the same task wins when a file holds several tasks).
 ``doc_id`` is used only for records that carry no question, since doc ids of
@@ -52,7 +57,7 @@ _SHAPES = ('one JSON object per line: {"question": "...", "response": "..."}, {"
 
 @dataclass(frozen=True)
 class _Recorded:
-    response: str
+    responses: tuple[str, ...]  # one per sample (lm-eval's repeats)
     line: int
 
 
@@ -81,10 +86,10 @@ class ReplayLM(LM):
         where = f"{self._path}:{number}"
         if not isinstance(row, dict):
             raise ConfigError(f"{where} is a JSON {_json_type(row)}, not an object; the file needs {_SHAPES}")
-        response = _response_of(row)
+        response = _response_of(row, where)
         if response is None:
             raise ConfigError(f"{where} has no response text: give the model's answer as \"response\": \"...\" "
-                              "(or \"resps\" as in a samples file)")
+                              "(k answers as \"responses\": [...], or \"resps\" as in a samples file)")
         task = row.get("task")
         if task is not None and not isinstance(task, str):
             raise ConfigError(f"{where}: 'task' must be a task name (text), not {task!r}")
@@ -115,13 +120,27 @@ class ReplayLM(LM):
         seen = table.get(key)
         if seen is None:
             table[key] = recorded
-        elif seen.response != recorded.response:
+        elif seen.responses != recorded.responses:
             raise ConfigError(f"{self._path}:{seen.line} and {self._path}:{recorded.line} both record {what}, with "
                               "different responses; keep one of the two lines (or give each its 'task')")
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         self._check_doc_ids(requests)
-        found = [self._lookup(request) for request in requests]
+        found: list[str | None] = []
+        asked: dict[int, int] = {}  # lm-eval repeats a request k times in a row (the same Instance)
+        for request in requests:
+            recorded = self._lookup(request)
+            nth = asked[id(request)] = asked.get(id(request), -1) + 1
+            if recorded is None:
+                found.append(None)
+            elif len(recorded.responses) == 1:
+                found.append(recorded.responses[0])
+            elif nth < len(recorded.responses):
+                found.append(recorded.responses[nth])
+            else:
+                raise ConfigError(f"{self._path}:{recorded.line} records {len(recorded.responses)} responses for "
+                                  f"{request.task_name}:{request.doc_id}, but the run asks for more (repeats "
+                                  f"{getattr(request, 'repeats', '?')}); record one response per sample, or lower repeats")
         missing = [i for i, answer in enumerate(found) if answer is None]
         for task in dict.fromkeys(r.task_name for r in requests):
             folders = list(dict.fromkeys([*self._media_dirs.get(task, []), *self._media_dirs.get(None, [])]))
@@ -155,7 +174,7 @@ class ReplayLM(LM):
                               f"{len(tasks)} tasks ({', '.join(tasks)}) whose doc ids collide; add \"task\" to "
                               "those records, or run one task at a time")
 
-    def _lookup(self, request) -> str | None:
+    def _lookup(self, request) -> _Recorded | None:
         """By question text (this task's record first); else by doc_id among the records without a question."""
         question = question_of(request.doc or {})
         found = None
@@ -166,7 +185,7 @@ class ReplayLM(LM):
         if found is None:
             found = self._by_doc_id.get((request.task_name, request.doc_id),
                                         self._by_doc_id.get((None, request.doc_id)))
-        return None if found is None else found.response
+        return found
 
     # lm-eval builds the prompts with the model's chat template: the fallback model's, so the requests
     # it is asked are the ones the dead run asked.
@@ -196,7 +215,7 @@ def _pick(recorded: dict[int | None, _Recorded] | None, doc_id: int) -> _Recorde
     if doc_id in recorded:
         return recorded[doc_id]
     first = next(iter(recorded.values()))
-    return first if all(r.response == first.response for r in recorded.values()) else None
+    return first if all(r.responses == first.responses for r in recorded.values()) else None
 
 
 def _rows(path: str) -> Iterator[tuple[int, Any]]:
@@ -243,13 +262,23 @@ def _whole_json(raw: bytes) -> bool:
     return True
 
 
-def _response_of(row: dict) -> str | None:
+def _response_of(row: dict, where: str) -> tuple[str, ...] | None:
+    """The record's answers: ``response``, ``responses`` (k of them) or a samples file's ``resps``."""
     if isinstance(row.get("response"), str):
-        return row["response"]
-    resps = row.get("resps")  # samples file: [[text, ...], ...] per request
-    while isinstance(resps, list) and resps:
-        resps = resps[0]
-    return resps if isinstance(resps, str) else None
+        return (row["response"],)
+    many = row.get("responses")
+    if many is None:
+        many = row.get("resps")  # samples file: [[text, ...]] per request (k texts with repeats k)
+        while isinstance(many, list) and len(many) == 1 and isinstance(many[0], list):
+            many = many[0]
+        if isinstance(many, str):
+            many = [many]
+    if not isinstance(many, list) or not many:
+        return None
+    if not all(isinstance(r, str) for r in many):
+        raise ConfigError(f"{where}: every answer in 'responses' (or 'resps') must be text; found "
+                          f"{_json_type(next(r for r in many if not isinstance(r, str)))}")
+    return tuple(many)
 
 
 def _question_field(row: dict, where: str) -> str | None:

@@ -47,7 +47,7 @@ from ..judging.client import JudgeClient, outcome_from_error
 from ..judging.schedule import Job, TaskSpec
 from ..settings.layers import resolve_run_options, resolve_settings
 from ..settings.schema import JudgeSettings, RunOptions
-from . import provenance, recovery, run
+from . import ksamples, provenance, recovery, run
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +89,8 @@ class JudgedTask(TaskBase):
         self._media_dirs: tuple[str, ...] | None = None  # where media may be attached from (_media_roots)
         self.world = ranks.World()  # the ranks lm-eval shards the docs over (set when the requests are built)
         register_metrics()
-        if int(config.get("repeats") or 1) > 1:
-            raise ConfigError(f"task {config.get('task')}: repeats > 1 is not supported by judged tasks (only one "
-                              "response per doc would be judged); use repeats: 1")
+        self._base_scoring = {k: config.get(k) for k in ("task", "metadata", "metric_list", "filter_list")}
+        self._k = ksamples.configure(config, self._judge, self._options)  # repeats > 1: k samples per doc
         super().__init__(data_dir=data_dir, cache_dir=cache_dir, download_mode=download_mode, config=config)
         # What the results record about the judge; the run adds its stats, cost and audit to a copy.
         self._judge_record = provenance.judge_record(self._judge, self._settings, self._options, self._members)
@@ -141,6 +140,7 @@ class JudgedTask(TaskBase):
         # The earliest point that is both before any generation and after lm-eval has applied
         # --predict_only (lm-eval 0.4.13 builds the model before the tasks, so task __init__ is
         # not earlier than the model either): a judge that cannot work stops the run here.
+        ksamples.check_ready(self._k, self._options, self.config.task)
         self.world = ranks.world_of(kwargs.get("rank"), kwargs.get("world_size"))  # lm-eval's sharding of the docs
         if not self._bypassed():  # rank 0 first: its passed preflight, remembered in the cache, spares the others
             self.world.first_then_rest(self._open_judge)
@@ -189,7 +189,15 @@ class JudgedTask(TaskBase):
     def process_results(self, doc, results):
         if self._bypassed():
             return super().process_results(doc, results)
-        return self._scores[results[0]]
+        return self._scores[ksamples.key_of(results[0])]
+
+    def _compat_scoring_for(self, repeats: int) -> tuple[Any, Any] | None:
+        """lm-eval 0.5's ``--repeats`` after the task was built: the filters and metrics for that k
+        (compat.py applies them), or None when nothing changes."""
+        if repeats == (self._k.k if self._k is not None else 1):
+            return None
+        self._k, config = ksamples.reconfigure(self._base_scoring, repeats, self._judge, self._options)
+        return config.get("filter_list"), config.get("metric_list")
 
     # ------------------------------------------------------------------ judging
     def _filter(self):
@@ -206,6 +214,8 @@ class JudgedTask(TaskBase):
         online judge, no dry run or budget (they are decided before any call, on every request), and
         filters that read one response at a time (``compat.filters_per_response``)."""
         if not self._options.stream or self._client is None or self._client.batch_mode:
+            return False
+        if self._k is not None:  # k samples of one request share its generation key: judged after generation
             return False
         if any(m.settings.dry_run or m.settings.budget_usd is not None for m in self._members_open):
             return False
@@ -232,13 +242,14 @@ class JudgedTask(TaskBase):
                 and bool(self._instances) and all(inst.resps for inst in self._instances))
 
     def judge_spec(self) -> TaskSpec:
-        """What the run's pool judges for this task: its filtered responses, as judge requests."""
+        """What the run's pool judges for this task: its filtered responses, as judge requests (with
+        repeats k, each of a doc's k samples is a slot of its own; identical ones share one request key)."""
         self._filter()
-        slots = [(inst, key) for inst in self._instances for key in inst.filtered_resps]
+        slots = list(ksamples.slots(self._instances, self._k))
 
         def render(i: int) -> JudgeRequest | Outcome:
-            inst, key = slots[i]
-            return self._build_request(inst.doc, _as_text(inst.filtered_resps[key]))
+            inst, key, j = slots[i]
+            return self._build_request(inst.doc, _as_text(ksamples.response(inst, key, j)))
 
         def record(job: Job) -> None:
             self._judged = (slots, job)
@@ -257,17 +268,18 @@ class JudgedTask(TaskBase):
                                 + recovery.keep_generations(self._settings.resolved_cache_dir())) from job.error
         outcomes = job.slot_outcomes()
         flagged = []
-        for (inst, key), outcome in zip(slots, outcomes):
-            response = _as_text(inst.filtered_resps[key])
+        for (inst, key, j), outcome in zip(slots, outcomes):
+            response = _as_text(ksamples.response(inst, key, j))
             fields = {**self._record(response, outcome), **outcome.detail}
             record = json.dumps(fields, ensure_ascii=False)
             scores = self._judge.scores(outcome.verdict)
             self._scores[record] = cascade.rename(scores) if self._options.cascade else scores
             flagged.append((fields["judge_flags"], self._scores[record]))
-            inst.filtered_resps[key] = record
+            ksamples.store(inst, key, j, record)
         self.config.metadata["judge"]["run"] = provenance.run_stats(self.config.task, client, job.failures(),
                                                                     list(job.skipped.values()), job.run_stats)
         self._note_flags(flagged)
+        self._note_k_samples()
         if job.cost is not None:
             self.config.metadata["judge"].update(job.cost)
         self._fatal = client.fatal_error
@@ -332,6 +344,12 @@ class JudgedTask(TaskBase):
             log.warning("%s: %d of %d responses are flagged as addressing the judge (%s); see judge_flags in the "
                         "samples file", self.config.task, summary["flagged"], summary["samples"],
                         ", ".join(f"{k}: {v['samples']}" for k, v in summary["by_flag"].items()))
+
+    def _note_k_samples(self) -> None:
+        """repeats > 1: each doc's k-sample metrics from its k records, and the k-sample summary."""
+        if self._k is not None:
+            self.config.metadata["judge"]["k_samples"] = ksamples.finish(self._instances, self._k, self._scores,
+                                                                         self.config.task)
 
     def _media_roots(self) -> tuple[str, ...]:
         """Folders media may be attached from: the generator's, then the judge_media_dirs setting."""

@@ -121,6 +121,7 @@ class JudgeStats:
     batch: Counter = field(default_factory=Counter)  # judge_mode=batch: submitted, succeeded, failed, expired, ...
     batch_usage: Counter = field(default_factory=Counter)  # tokens paid at batch prices (not in ``usage``)
     cache_failures: Counter = field(default_factory=Counter)  # cache writes/reads a full or failing disk refused
+    reported_models: Counter = field(default_factory=Counter)  # paid replies per model version the API reported
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "unique_requests": self.unique, "cache_hits": self.cache_hits,
@@ -128,7 +129,8 @@ class JudgeStats:
                 "shared_with_other_processes": self.shared, "failures": dict(self.failures),
                 "usage": dict(self.usage),
                 **({"batch": dict(self.batch), "batch_usage": dict(self.batch_usage)} if self.batch else {}),
-                **({"cache_failures": dict(self.cache_failures)} if self.cache_failures else {})}
+                **({"cache_failures": dict(self.cache_failures)} if self.cache_failures else {}),
+                **({"reported_models": dict(self.reported_models)} if self.reported_models else {})}
 
 
 class JudgeClient:
@@ -298,7 +300,11 @@ class JudgeClient:
         return reply, True
 
     def _ask(self, request: JudgeRequest) -> Reply:
-        return clean_reply(call_with_retries(lambda: self._call(request), self._policy, on_retry=self._on_retry))
+        reply = clean_reply(call_with_retries(lambda: self._call(request), self._policy, on_retry=self._on_retry))
+        if reply.model:  # judge drift: which snapshot answered (reports refuse to rank mixed snapshots)
+            with self._lock:
+                self.stats.reported_models[reply.model] += 1
+        return reply
 
     def _store(self, key: str, reply: Reply) -> None:
         try:  # a full disk is the cache's to count and report (once); the reply is used either way

@@ -8,16 +8,24 @@ Labels file: JSONL, one record per doc with ``doc_id`` or ``question``
 (``problem``), a label (``label`` by default; true/false, 1/0, correct/incorrect,
 yes/no) and optionally ``task`` and ``metric``; a label applies to the task's
 primary metric unless it names another.
+
+Against labels, each metric's report also holds the judge's error rates, what
+``mathjudge calibrate`` writes and ``leaderboard --calibration`` reads: ``sensitivity``
+(credited among the labelled-correct), ``specificity`` (not credited among the
+labelled-incorrect), the four cells and their Wilson intervals, and the judge
+(pipeline @ prompt version) they were measured on.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import stats
 from ..core.docs import question_of
-from .runs import ReportError, Run, Sample, by_key, metric_label, primary_metric, question_hash, read_jsonl
+from .runs import (ReportError, Run, Sample, by_key, judge_id, metric_label, primary_metric, question_hash,
+                   read_jsonl)
 
 _TRUE = {"1", "true", "correct", "yes", "y", "right"}
 _FALSE = {"0", "false", "incorrect", "no", "n", "wrong"}
@@ -32,15 +40,40 @@ class MetricAgreement:
     disagreements: list[dict[str, Any]] = field(default_factory=list)
     response_differs: int = 0
     judge_failed: int = 0
+    judge: str | None = None  # against labels: the judge measured (pipeline @ prompt version)
 
     def as_dict(self) -> dict[str, Any]:
         result = stats.cohen_kappa(self.pairs)
         confusion: dict[str, dict[str, int]] = {}
         for (x, y), count in sorted(result.confusion.items(), reverse=True):
             confusion.setdefault(_label(x), {})[_label(y)] = count
-        return {"n": result.n, "agreement": result.agreement if result.n else None, "kappa": result.kappa,
-                "confusion": confusion, "excluded_response_differs": self.response_differs,
-                "excluded_judge_failed": self.judge_failed}
+        out = {"n": result.n, "agreement": result.agreement if result.n else None, "kappa": result.kappa,
+               "confusion": confusion, "excluded_response_differs": self.response_differs,
+               "excluded_judge_failed": self.judge_failed}
+        if self.judge is not None:
+            out.update(self.error_rates())
+        return out
+
+    def calibration(self) -> stats.Calibration | None:
+        """The judge's cells against the labels; None unless every value is 0/1."""
+        if not self.pairs or any(x not in (0.0, 1.0) or y not in (0.0, 1.0) for x, y in self.pairs):
+            return None
+        cells = {(j, t): sum(1 for p in self.pairs if p == (j, t)) for j in (0.0, 1.0) for t in (0.0, 1.0)}
+        return stats.Calibration(tp=cells[(1.0, 1.0)], fn=cells[(0.0, 1.0)], tn=cells[(0.0, 0.0)], fp=cells[(1.0, 0.0)])
+
+    def error_rates(self) -> dict[str, Any]:
+        c = self.calibration()
+        if c is None:
+            return {"sensitivity": None, "specificity": None}
+        def rate(k: int, n: int) -> dict[str, Any]:
+            low, high = stats.wilson_interval(k, n)
+            return {"ci_low": low if n else None, "ci_high": high if n else None}
+        return {"judge": self.judge, "true_positive": c.tp, "false_negative": c.fn, "true_negative": c.tn,
+                "false_positive": c.fp,
+                "sensitivity": None if math.isnan(c.sensitivity) else c.sensitivity,
+                "sensitivity_interval": rate(c.tp, c.tp + c.fn),
+                "specificity": None if math.isnan(c.specificity) else c.specificity,
+                "specificity_interval": rate(c.tn, c.tn + c.fp)}
 
 
 def _label(value: float) -> str:
@@ -111,7 +144,10 @@ def with_labels(a: Run, path: str, label_field: str = "label") -> list[MetricAgr
             metric = _metric_key(rec.get("metric"), result.metrics) or primary
             if s is not None and metric:
                 grouped.setdefault(metric, []).append((s, {metric: rec["label"]}))
-        out += [_agree(task, m, pairs, lambda other: None) for m, pairs in grouped.items()]
+        for m, pairs in grouped.items():
+            measured = _agree(task, m, pairs, lambda other: None)
+            measured.judge = judge_id(result)
+            out.append(measured)
     if not out:
         raise ReportError(f"{path}: no label matches a sample of {a.model} (by question text, or doc_id when a "
                           "record has no question); check that the labels are for the same docs")

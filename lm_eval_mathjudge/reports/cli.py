@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-COMMANDS = ("leaderboard", "diff", "agreement", "rejudge", "audit")
+COMMANDS = ("leaderboard", "diff", "agreement", "calibrate", "rejudge", "audit")
 
 
 RUN_HELP = "an lm_eval --output_path folder (searched for results_*.json) or one results_*.json file"
@@ -22,21 +22,45 @@ def add_commands(sub, example) -> None:
                            description="Rank the models of several lm_eval runs per task: Markdown, CSV, HTML, "
                                        "SVG and PNG, with 95% intervals and paired tests against the leader.",
                            epilog=example("mathjudge leaderboard results/ --out board",
-                                          "mathjudge leaderboard results/model_a results/model_b --out board"))
+                                          "mathjudge leaderboard results/model_a results/model_b --out board",
+                                          "mathjudge leaderboard results/ --out board --calibration calibration.json"))
     board.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP + "; several, or one folder holding many")
     board.add_argument("--out", required=True, metavar="DIR", help="folder for leaderboard.md/.csv/.html/.png/.svg")
     board.add_argument("--allow-mixed", action="store_true",
-                       help="show runs judged differently (judge, prompt version, doc set) side by side")
+                       help="show runs judged differently (judge, judge snapshot, prompt version, doc set, "
+                            "samples per problem) side by side")
+    board.add_argument("--calibration", metavar="FILE",
+                       help="the judge's error rates (mathjudge calibrate --json): add the bias-corrected score "
+                            "and its interval")
     _stats_args(board)
+
+    calibrate = sub.add_parser("calibrate", help="the judge's sensitivity and specificity against labelled samples",
+                               description="Measure the judge's error against labelled samples (a person's or a "
+                                           "trusted judge's 0/1 per doc, or per doc and sample index with k "
+                                           "samples): sensitivity and specificity with 95% intervals, per task and "
+                                           "metric. --json writes what leaderboard --calibration reads.",
+                               epilog=example("mathjudge calibrate results/model_a --labels labels.jsonl",
+                                              "mathjudge calibrate results/model_a --labels labels.jsonl --json "
+                                              "> calibration.json"))
+    calibrate.add_argument("a", metavar="RUN", help="a judged run: " + RUN_HELP + " (of one model)")
+    calibrate.add_argument("--labels", metavar="FILE", required=True,
+                           help="JSONL of doc_id or question (and sample index with k samples) + label")
+    calibrate.add_argument("--label-field", default="label", metavar="NAME",
+                           help="the labels file's label field (default: label)")
+    calibrate.add_argument("--json", action="store_true", help="print JSON (what leaderboard --calibration reads)")
 
     diff = sub.add_parser("diff", help="paired test of two runs on the same docs",
                           description="Compare two runs doc by doc (their samples files): the difference with a "
-                                      "bootstrap 95% interval and McNemar's test, per task and metric.",
-                          epilog=example("mathjudge diff results/model_a results/model_b"))
+                                      "bootstrap 95% interval and McNemar's test, per task and metric; with k "
+                                      "samples per problem, per-problem scores and a paired permutation test.",
+                          epilog=example("mathjudge diff results/model_a results/model_b",
+                                         "mathjudge diff results/k16_model_a results/k4_model_b --allow-mixed"))
     diff.add_argument("a", metavar="A", help="the first run: " + RUN_HELP + " (of one model)")
     diff.add_argument("b", metavar="B", help="the second run, as A")
     diff.add_argument("--metric", action="append", metavar="NAME", help="only this metric (repeatable)")
     diff.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    diff.add_argument("--allow-mixed", action="store_true",
+                      help="compare runs with different samples per problem (repeats) anyway")
     _stats_args(diff)
 
     agree = sub.add_parser("agreement", help="agreement of two judged runs, or of a run with labels",
@@ -98,7 +122,8 @@ def _stats_args(parser) -> None:
 
 
 def run(args) -> int:
-    command = {"leaderboard": _leaderboard, "diff": _diff, "agreement": _agreement, "rejudge": _rejudge,
+    command = {"leaderboard": _leaderboard, "diff": _diff, "agreement": _agreement, "calibrate": _calibrate,
+               "rejudge": _rejudge,
                "audit": _audit}[args.command]
     # audit keeps its own exit codes (reports/audit.py: 1 above the rate, 2 error, 3 incomplete), a CI gate's
     return guarded(args.command, lambda: command(args), code=2 if args.command == "audit" else None)
@@ -125,7 +150,11 @@ def _leaderboard(args) -> int:
     from . import chart, html, leaderboard
     from .runs import load_runs
 
-    board = leaderboard.build(load_runs(args.runs), allow_mixed=args.allow_mixed, iters=args.iters, seed=args.seed)
+    from . import calibration
+
+    cal = calibration.load(args.calibration) if args.calibration else None
+    board = leaderboard.build(load_runs(args.runs), allow_mixed=args.allow_mixed, iters=args.iters, seed=args.seed,
+                              calibration=cal)
     os.makedirs(args.out, exist_ok=True)
     files = {"leaderboard.md": leaderboard.to_markdown(board), "leaderboard.csv": leaderboard.to_csv(board),
              "leaderboard.svg": chart.svg(board), "leaderboard.html": html.render(board)}
@@ -149,7 +178,7 @@ def _diff(args) -> int:
     from .runs import ReportError, load_one
 
     a, b = load_one(args.a), load_one(args.b)
-    found = compare_runs(a, b, args.metric, iters=args.iters, seed=args.seed)
+    found = compare_runs(a, b, args.metric, iters=args.iters, seed=args.seed, allow_mixed=args.allow_mixed)
     if not found:
         raise ReportError(f"{a.model} and {b.model} share no task with samples files (run lm_eval with --log_samples)")
     if args.json:
@@ -157,12 +186,13 @@ def _diff(args) -> int:
                           "comparisons": [c.as_dict() for c in found]}, indent=2))
         return 0
     print(f"A = {md_text(a.model)}\nB = {md_text(b.model)}\n")
-    print("| task | metric | n | A | B | A - B [95% CI] | A only | B only | p (McNemar) |")
-    print("|---|---|---:|---:|---:|---|---:|---:|---:|")
+    print("| task | metric | n | A | B | A - B [95% CI] | A better | B better | p | test |")
+    print("|---|---|---:|---:|---:|---|---:|---:|---:|---|")
     for c in found:
         d = c.as_dict()
         print(f"| {md_text(c.task)} | {md_text(d['metric'])} | {c.n} | {fmt(c.a)} | {fmt(c.b)} | {fmt(c.diff)} "
-              f"[{fmt(c.ci_low)}, {fmt(c.ci_high)}] | {c.a_only} | {c.b_only} | {md_text(fmt_p(c.p_value))} |")
+              f"[{fmt(c.ci_low)}, {fmt(c.ci_high)}] | {c.a_only} | {c.b_only} | {md_text(fmt_p(c.p_value))} | "
+              f"{c.test} |")
     return 0
 
 
@@ -195,6 +225,29 @@ def _agreement(args) -> int:
             confusion = "; ".join(f"{x}\\{y}: {n}" for x, row in m["confusion"].items() for y, n in row.items())
             print(f"| {md_text(task)} | {md_text(metric)} | {m['n']} | {fmt(m['agreement'])} | {fmt(m['kappa'])} "
                   f"| {confusion} |")
+    return 0
+
+
+def _calibrate(args) -> int:
+    from . import agreement
+    from .leaderboard import fmt, md_text
+    from .runs import load_one
+
+    a = load_one(args.a)
+    result = agreement.report(a.model, args.labels, agreement.with_labels(a, args.labels, args.label_field))
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"run = {md_text(a.model)}\nlabels = {md_text(args.labels)}\n")
+    print("| task | metric | judge | n | sensitivity [95% CI] | specificity [95% CI] |")
+    print("|---|---|---|---:|---|---|")
+    for task, metrics in result["tasks"].items():
+        for metric, m in metrics.items():
+            def rate(name: str) -> str:
+                iv = m.get(f"{name}_interval") or {}
+                return f"{fmt(m.get(name))} [{fmt(iv.get('ci_low'))}, {fmt(iv.get('ci_high'))}]"
+            print(f"| {md_text(task)} | {md_text(metric)} | {md_text(str(m.get('judge')))} | {m['n']} | "
+                  f"{rate('sensitivity')} | {rate('specificity')} |")
     return 0
 
 

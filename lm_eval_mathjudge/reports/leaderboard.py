@@ -3,9 +3,13 @@
 Per task, models are ranked by the primary metric (``gpt4_exact_match``,
 ``cascade_exact_match`` or ``final_correct``); for every metric, each model is compared
 with the best model on that task and metric, doc by doc (exact McNemar,
-paired-bootstrap interval of the difference). Cells judged differently (the judging
+paired-bootstrap interval of the difference). With k samples per problem (``repeats``)
+a doc's value is its per-problem estimate (``avg@k``, ``pass@k'``, ``maj@k``): intervals
+come from the per-problem values and the paired test is a sign-flip permutation test on
+them (``paired.py``). Cells judged differently (the judging
 pipeline: one judge, a cascade or a panel and its members; the prompt version; the
-doc set; the primary metric) are refused side by side unless ``allow_mixed``, because
+doc set; the primary metric; the samples per problem; the judge snapshot its API reported
+answering, where both runs recorded one) are refused side by side unless ``allow_mixed``, because
 their gap would measure the judges as much as the models. Under ``allow_mixed`` each
 model is ranked by its own primary metric, and a note says which metrics were mixed.
 
@@ -19,18 +23,21 @@ formula are prefixed with ``'``, Markdown escapes HTML and pipes, HTML escapes a
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 from dataclasses import asdict, dataclass
 
 from ..core import stats
 from .paired import compare
-from .runs import (ReportError, Run, Sample, TaskResult, checked_samples, doc_set_id, metric_label, pipeline,
-                   primary_metric)
+from . import calibration as calib
+from .runs import (ReportError, Run, Sample, TaskResult, checked_samples, doc_set_id, judge_id, metric_label, pipeline,
+                   judge_snapshots, primary_metric, samples_per_problem)
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula (CSV injection)
 CSV_COLUMNS = ("model", "task", "metric", "n", "value", "ci_low", "ci_high", "ci_method", "p_value",
-               "diff_vs_top", "diff_ci_low", "diff_ci_high", "rank", "judge", "prompt_version", "data")
+               "diff_vs_top", "diff_ci_low", "diff_ci_high", "rank", "judge", "prompt_version", "data", "k", "p_test",
+               "corrected", "corrected_ci_low", "corrected_ci_high")
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,11 @@ class Row:
     data: str
     primary: bool
     is_top: bool  # the best model on this task and metric
+    k: int = 1  # samples per problem (repeats)
+    p_test: str | None = None  # mcnemar_exact, or paired_permutation for per-problem estimates
+    corrected: float | None = None  # --calibration: Rogan-Gladen corrected accuracy (primary rows)
+    corrected_ci_low: float | None = None  # over the run's problems and the labelled set
+    corrected_ci_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -67,7 +79,7 @@ class Board:
 
 
 def build(runs: list[Run], allow_mixed: bool = False, iters: int = stats.BOOTSTRAP_ITERS,
-          seed: int = stats.BOOTSTRAP_SEED) -> Board:
+          seed: int = stats.BOOTSTRAP_SEED, calibration: dict[str, list[calib.Entry]] | None = None) -> Board:
     if not runs:
         raise ReportError("no runs given")
     rows, notes = [], []
@@ -78,6 +90,9 @@ def build(runs: list[Run], allow_mixed: bool = False, iters: int = stats.BOOTSTR
     for task in sorted({t for run in runs for t in run.tasks}):
         cells = [(run.model, run.tasks[task]) for run in runs if task in run.tasks]
         task_rows, task_notes = _task_rows(task, cells, allow_mixed, iters, seed)
+        if calibration is not None:
+            task_rows, more = _corrected(task, task_rows, dict(cells), calibration.get(task, []), iters, seed)
+            task_notes += more
         rows += task_rows
         notes += task_notes
     return Board(rows, notes, iters, seed)
@@ -87,12 +102,15 @@ def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool
     checked = {model: (None, None) if r.is_group else checked_samples(r) for model, r in cells}
     samples = {model: found for model, (found, _) in checked.items()}
     headline = {model: primary_metric(list(r.metrics)) for model, r in cells}  # each cell's own primary metric
-    prov = {model: (*_provenance(r, samples[model]), metric_label(headline[model])) for model, r in cells}
+    prov = {model: (*_provenance(r, samples[model]), metric_label(headline[model]), samples_per_problem(r),
+                    judge_snapshots(r)) for model, r in cells}
     notes = [_mixed(task, prov, allow_mixed)]
     notes += [f"{model} on {task}: no samples file, so no paired test (run lm_eval with --log_samples)"
               for model, r in cells if r.samples_path is None and not r.is_group]
     notes += [f"{model} on {task}: {why}" for model, (_, why) in checked.items() if why]
     notes += [_flagged(task, model, r, headline[model]) for model, r in cells]
+    notes += [f"{model} on {task}: its judge reported {len(p[6])} model versions within the run ({', '.join(p[6])}); "
+              "the alias moved while it was judged" for model, p in prov.items() if len(p[6]) > 1]
     metrics = list(dict.fromkeys(m for _, r in cells for m in r.metrics))
     primaries = list(dict.fromkeys(headline[model] for model, _ in cells))
     metrics = [*primaries, *(m for m in metrics if m not in primaries)]
@@ -114,6 +132,44 @@ def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool
             rows.append(_row(task, metric, model, measured[(model, metric)], samples[model], top_model,
                              samples[top_model], rank[model], prov[model], metric == headline[model], iters, seed))
     return rows, [n for n in notes if n]
+
+
+def _corrected(task: str, rows: list[Row], results: dict[str, TaskResult], entries: list[calib.Entry],
+               iters: int, seed: int) -> tuple[list[Row], list[str]]:
+    """The primary rows with the judge's error taken out (Rogan-Gladen), where a calibration of the
+    same judge on this task exists; a note for every row it does not apply to."""
+    out, notes = [], []
+    for row in rows:
+        entry = calib.entry_for(entries, row.metric) if row.primary else None
+        if not row.primary:
+            out.append(row)
+            continue
+        result = results[row.model]
+        if entry is None:
+            notes.append(f"{row.model} on {task}: no calibration of {row.metric} for this task, so no corrected score")
+            out.append(row)
+            continue
+        if entry.judge != judge_id(result):
+            notes.append(f"{row.model} on {task}: the calibration was measured on {entry.judge}, not on this run's "
+                         f"judge {judge_id(result)}, so it is not applied")
+            out.append(row)
+            continue
+        samples, _ = checked_samples(result)
+        key = next((k for k in result.metrics if metric_label(k) == row.metric), None)
+        values = [s.scores[key] for s in samples if key in s.scores] if samples and key else []
+        if values:
+            c = stats.corrected_interval(values, entry.cells, iters=iters, seed=seed)
+            low, high = (None if math.isnan(c.ci_low) else c.ci_low), (None if math.isnan(c.ci_high) else c.ci_high)
+            value = None if math.isnan(c.value) else c.value
+            if c.unusable > 0.025:
+                notes.append(f"{row.model} on {task}: in {c.unusable:.0%} of the resamples the judge was no better "
+                             "than chance on the labelled set; label more samples for a usable interval")
+        else:
+            value = stats.rogan_gladen(row.value, entry.cells.sensitivity, entry.cells.specificity)
+            value, low, high = (None if math.isnan(value) else value), None, None
+            notes.append(f"{row.model} on {task}: no complete samples file, so the corrected score has no interval")
+        out.append(dataclasses.replace(row, corrected=value, corrected_ci_low=low, corrected_ci_high=high))
+    return out, notes
 
 
 def _flagged(task: str, model: str, result: TaskResult, metric: str) -> str | None:
@@ -143,14 +199,22 @@ def _same_docs(keys: list[tuple]) -> bool:
 def _mixed(task: str, prov: dict[str, tuple], allow_mixed: bool) -> str | None:
     """(pipeline, prompt version, data, data key, primary metric) per model: a note, or a refusal, when they differ."""
     reasons = []
-    for i, what in ((0, "judge"), (1, "prompt version"), (2, "data (doc set)"), (4, "primary metric")):
+    for i, what in ((0, "judge"), (1, "prompt version"), (2, "data (doc set)"), (4, "primary metric"),
+                    (5, "samples per problem (repeats)")):
         values: dict[str, list[str]] = {}
         for model, p in prov.items():
-            values.setdefault(p[i], []).append(model)
+            values.setdefault(str(p[i]), []).append(model)
         if i == 2 and _same_docs([p[3] for p in prov.values()]):
             continue
         if len(values) > 1:
             reasons.append(f"{what} differs: " + "; ".join(f"{v} ({', '.join(ms)})" for v, ms in values.items()))
+    snapshots: dict[str, list[str]] = {}
+    for model, p in prov.items():
+        if p[6]:  # only runs whose judge API reported a version can differ in it
+            snapshots.setdefault(", ".join(p[6]), []).append(model)
+    if len(snapshots) > 1:
+        reasons.append("judge snapshot (the model version the judge's API reported) differs: "
+                       + "; ".join(f"{v} ({', '.join(ms)})" for v, ms in snapshots.items()))
     if not reasons:
         return None
     message = f"{task}: the runs were judged differently, so their gap is not only the models'. " + " | ".join(reasons)
@@ -163,13 +227,13 @@ def _mixed(task: str, prov: dict[str, tuple], allow_mixed: bool) -> str | None:
 
 def _row(task, metric, model, measured, samples, top_model, top_samples, rank, prov, primary, iters, seed) -> Row:
     value, n, low, high, method = measured
-    p = diff = d_low = d_high = None
+    p = diff = d_low = d_high = test = None
     if model != top_model and samples is not None and top_samples is not None:
         c = compare(task, metric, samples, top_samples, iters, seed)  # this - top
         if c.n:
-            p, diff, d_low, d_high = c.p_value, c.diff, c.ci_low, c.ci_high
+            p, diff, d_low, d_high, test = c.p_value, c.diff, c.ci_low, c.ci_high, c.test
     return Row(model, task, metric_label(metric), n, value, low, high, method, p, diff, d_low, d_high,
-               rank, prov[0], prov[1], prov[2], primary, model == top_model)
+               rank, prov[0], prov[1], prov[2], primary, model == top_model, prov[5], test)
 
 
 def _measure(result: TaskResult, metric: str, samples: list[Sample] | None):
@@ -236,8 +300,14 @@ def task_table(board: Board, task: str) -> tuple[list[str], list[list[str]]]:
     metrics = list(dict.fromkeys(r.metric for r in rows))
     models = sorted(dict.fromkeys(r.model for r in rows), key=lambda m: next(r.rank for r in rows if r.model == m))
     lead_name = metrics[0] if len({r.metric for r in rows if r.primary}) == 1 else "primary metric"
-    header = ["#", "model", *(f"{m} [95% CI]" for m in metrics), f"Δ {lead_name} vs top [95% CI]", "p (McNemar)",
-              "n", "judge", "prompt", "data"]
+    tests = {r.p_test for r in rows if r.primary and r.p_test}
+    p_name = "p (paired permutation)" if tests == {"paired_permutation"} else (
+        "p (McNemar)" if tests <= {"mcnemar_exact"} else "p (McNemar / paired permutation)")
+    k = max((r.k for r in rows), default=1)
+    corrected = any(r.corrected is not None for r in rows)
+    header = ["#", "model", *(f"{m} [95% CI]" for m in metrics),
+              *(["corrected [95% CI, judge error included]"] if corrected else []), f"Δ {lead_name} vs top [95% CI]",
+              p_name, "n", *(["k"] if k > 1 else []), "judge", "prompt", "data"]
     cells = []
     for model in models:
         mine = {r.metric: r for r in rows if r.model == model}
@@ -246,9 +316,12 @@ def task_table(board: Board, task: str) -> tuple[list[str], list[list[str]]]:
         diff = "top" if lead and lead.is_top else (
             f"{fmt(lead.diff_vs_top)} [{fmt(lead.diff_ci_low)}, {fmt(lead.diff_ci_high)}]"
             if lead and lead.diff_vs_top is not None else "")
+        fixed = [f"{fmt(lead.corrected)} [{fmt(lead.corrected_ci_low)}, {fmt(lead.corrected_ci_high)}]"
+                 if lead and lead.corrected is not None else ""] if corrected else []
         cells.append([str(first.rank), model,
-                      *(_value_cell(mine.get(m)) for m in metrics), diff, fmt_p(lead.p_value if lead else None),
-                      str(first.n or ""), first.judge, first.prompt_version, first.data])
+                      *(_value_cell(mine.get(m)) for m in metrics), *fixed, diff, fmt_p(lead.p_value if lead else None),
+                      str(first.n or ""), *([str(first.k)] if k > 1 else []), first.judge, first.prompt_version,
+                      first.data])
     return header, cells
 
 
@@ -263,7 +336,9 @@ def _value_cell(row: Row | None) -> str:
 def methods(board: Board) -> str:
     return ("Intervals: Wilson score 95% for per-sample 0/1 metrics, else mean ± 1.96·stderr. "
             f"Δ vs top: paired bootstrap over docs ({board.iters:,} resamples, seed {board.seed}, percentile 95%). "
-            "p: exact two-sided McNemar test on the docs where exactly one of the two models is right.")
+            "p: exact two-sided McNemar test on the docs where exactly one of the two models is right; for "
+            "per-problem estimates of k samples (k > 1: avg@k, pass@k', maj@k; n counts problems) a two-sided "
+            "sign-flip permutation test on the per-problem values, exact up to 16 differing problems.")
 
 
 def to_markdown(board: Board) -> str:

@@ -1,5 +1,9 @@
 """Paired comparison of two runs on one task and metric, doc by doc.
 
+A doc's value is its 0/1 verdict, or with k samples per problem (``repeats``) its per-problem
+estimate (``avg@k``, ``pass@k'``, ``maj@k``): the problems are the paired units either way.
+0/1 values get the exact McNemar test; any other values a paired sign-flip permutation test.
+
 ``mathjudge diff`` prints these; the leaderboard computes one per model against
 the top model of each task and metric.
 """
@@ -10,7 +14,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from ..core import stats
-from .runs import Run, Sample, by_key, metric_label
+from .runs import ReportError, Run, Sample, by_key, metric_label, samples_per_problem
 
 
 @dataclass(frozen=True)
@@ -23,9 +27,9 @@ class Comparison:
     diff: float  # a - b
     ci_low: float  # paired-bootstrap interval of the difference
     ci_high: float
-    a_only: int  # docs only A got right (binary metrics)
+    a_only: int  # docs where A scored higher (with 0/1 values: only A got it right)
     b_only: int
-    p_value: float | None  # exact McNemar; None for non-binary metrics
+    p_value: float | None  # exact McNemar (0/1 per doc), else a paired permutation test on per-doc values
     test: str
 
     def as_dict(self) -> dict:
@@ -49,18 +53,24 @@ def compare(task: str, metric: str, a: list[Sample], b: list[Sample],
         task=task, metric=metric, n=n,
         a=sum(xs) / n if n else math.nan, b=sum(ys) / n if n else math.nan,
         diff=boot.diff, ci_low=boot.ci_low, ci_high=boot.ci_high, a_only=a_only, b_only=b_only,
-        p_value=stats.mcnemar_exact(a_only, b_only) if binary and n else None,
-        test="mcnemar_exact" if binary else "paired_bootstrap_only")
+        p_value=(stats.mcnemar_exact(a_only, b_only) if binary else stats.paired_permutation(xs, ys, iters, seed))
+        if n else None,
+        test="mcnemar_exact" if binary else "paired_permutation")
 
 
 def compare_runs(a: Run, b: Run, metrics: list[str] | None = None, iters: int = stats.BOOTSTRAP_ITERS,
-                 seed: int = stats.BOOTSTRAP_SEED) -> list[Comparison]:
+                 seed: int = stats.BOOTSTRAP_SEED, allow_mixed: bool = False) -> list[Comparison]:
     """Every task both runs scored with samples, every metric both have (or those asked for)."""
     out = []
     for task in sorted(set(a.tasks) & set(b.tasks)):
         ta, tb = a.tasks[task], b.tasks[task]
         if ta.is_group or ta.samples_path is None or tb.samples_path is None:
             continue
+        ka, kb = samples_per_problem(ta), samples_per_problem(tb)
+        if ka != kb and not allow_mixed:
+            raise ReportError(f"{task}: {a.model} has {ka} samples per problem and {b.model} has {kb} (repeats), so "
+                              "their per-problem estimates differ in variance and in what @k means; rerun one "
+                              "with the other's repeats, or pass --allow-mixed to compare the metrics they share")
         sa, sb = ta.samples(), tb.samples()
         for metric in ta.metrics:
             if metric in tb.metrics and (not metrics or metric_label(metric) in metrics):

@@ -104,11 +104,27 @@ def metric_label(key: str) -> str:
 
 
 def primary_metric(metrics: list[str]) -> str | None:
+    """The headline metric: the judge's primary, or with k samples per problem its ``_avg@k``."""
     for name in PRIMARY_METRICS:
         for key in metrics:
-            if key.partition(",")[0] == name:
+            base = key.partition(",")[0]
+            if base == name or base.startswith(f"{name}_avg@"):
                 return key
     return metrics[0] if metrics else None
+
+
+def judge_snapshots(result: "TaskResult") -> tuple[str, ...]:
+    """The model versions the judge's API reported answering (``metadata.judge.run.reported_models``);
+    () when none was reported (a local judge, a fully cached run, an API that does not say)."""
+    run = result.judge.get("run")
+    found = run.get("reported_models") if isinstance(run, dict) else None
+    return tuple(sorted(str(m) for m in found)) if isinstance(found, dict) else ()
+
+
+def samples_per_problem(result: "TaskResult") -> int:
+    """k of a run with ``repeats`` k (the results' ``metadata.judge.k_samples``), else 1."""
+    k = (result.judge.get("k_samples") or {}).get("k") if isinstance(result.judge.get("k_samples"), dict) else None
+    return k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else 1
 
 
 # ---------------------------------------------------------------------- finding files

@@ -98,11 +98,23 @@ def resolve_run_options(judge: str, yaml_settings: Mapping[str, Any] | None, met
             raise ConfigError(f"judge setting audit_limit={merged['audit_limit']!r} is not a valid int") from None
     if merged.get("media_dirs") not in (None, "", [], ()):
         values["media_dirs"] = _media_dirs(merged["media_dirs"])
+    if merged.get("pass_at") not in (None, "", [], ()):
+        values["pass_at"] = _pass_at(merged["pass_at"])
     options = RunOptions(**values)
     if options.cascade and judge != "exact_match":
         raise ConfigError(f"judge_cascade works with the exact-match judge only (the {judge} judge has no rule "
                           "stage); remove it for this task")
     return options
+
+
+def _pass_at(value: Any) -> tuple[int, ...]:
+    """``[1, 4, 16]``, ``4`` or ``"1,4,16"`` (an environment variable or a --model_args string)."""
+    items = value.replace(",", " ").split() if isinstance(value, str) else value if isinstance(value, list) else [value]
+    try:
+        return tuple(sorted({to_int(item) for item in items}))
+    except (TypeError, ValueError):
+        raise ConfigError(f"judge setting pass_at={value!r} must be whole numbers such as [1, 4, 16] "
+                          "(the k' of pass@k')") from None
 
 
 def _panel_members(value: Any) -> tuple[dict[str, Any], ...]:

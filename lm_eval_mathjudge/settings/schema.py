@@ -28,11 +28,12 @@ SCOPES = {"exact_match": "gpt4em", "vlm": "vlm"}  # judge -> prefix of its own s
 OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD", "MATHJUDGE_DEBUG")  # read elsewhere, not settings
 META_PREFIX = "judge_"
 # Judge-run options that are not per-judge settings (panel.py, cascade.py, media.py, audit); same layers and names.
-RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade", "media_dirs", "audit", "audit_limit", "stream")
+RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade", "media_dirs", "audit", "audit_limit", "stream", "pass_at")
 PANEL_RULES = ("majority", "unanimous")
 MAX_PANEL = 9
 AUDIT_LIMIT = 10  # adversarial answers per attack family and task in a judge audit (lm_eval_mathjudge.audit)
 MAX_AUDIT_LIMIT = 10_000
+MAX_REPEATS = 1024  # samples per problem (lm-eval's repeats); more is a typo, not a study
 
 # Limits: a value outside them is a typo or a unit mix-up, never a useful setting.
 MAX_RETRIES_LIMIT = 20
@@ -118,6 +119,7 @@ class RunOptions:
     audit: bool = False  # measure the judge's gullibility once per run (lm_eval_mathjudge.audit)
     audit_limit: int = AUDIT_LIMIT
     stream: bool = True  # judge each sample as its generation arrives, where that changes nothing (harness/run.py)
+    pass_at: tuple[int, ...] = ()  # with repeats k > 1: the k' of pass@k' (each 1..k); () = 1 and k
 
     def __post_init__(self):
         for problem in _option_problems(self):
@@ -140,6 +142,8 @@ def _option_problems(o: RunOptions):
         yield "judge_panel and judge_cascade cannot be combined; choose one"
     if not 1 <= o.audit_limit <= MAX_AUDIT_LIMIT:
         yield f"judge_audit_limit={o.audit_limit} must be between 1 and {MAX_AUDIT_LIMIT} (answers per attack family)"
+    if any(not 1 <= k <= MAX_REPEATS for k in o.pass_at):
+        yield f"judge_pass_at={list(o.pass_at)} must list whole numbers between 1 and {MAX_REPEATS}"
     if not o.panel and (o.panel_min is not None or o.panel_rule != "majority"):
         yield "judge_panel_rule/judge_panel_min are set but judge_panel is not; add the panel members or remove them"
 

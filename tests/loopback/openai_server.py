@@ -45,7 +45,8 @@ class ChatCompletionsServer(LoopbackServer):
 
     responder(body) returns the assistant content (str) or a dict with optional
     keys `content` (omitted -> null, as for filtered replies), `finish_reason`, `usage` (merged into the usage
-    object), `status`, `headers`, `raw_body` (sent verbatim).
+    object), `model` (the snapshot the reply reports; default: the model asked for), `status`, `headers`,
+    `raw_body` (sent verbatim).
     Faults from `inject()` apply to chat-completion calls only.
 
     Model routes (the preflight's): `GET /v1/models` lists `models`; `GET
@@ -136,7 +137,7 @@ class ChatCompletionsServer(LoopbackServer):
             "id": f"chatcmpl-loopback-{next(self._ids)}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": body.get("model") or self.models[0],
+            "model": spec.get("model") or body.get("model") or self.models[0],  # a snapshot behind an alias
             "choices": [{"index": i, **choice} for i in range(n)],
             "usage": usage,
             "system_fingerprint": None,

@@ -42,7 +42,9 @@ def reply_of(response: Any, settings: JudgeSettings) -> Reply:
     text = "".join(p.text for p in parts if p.text and p.thought is not True)
     if not text.strip():
         raise JudgeRefusal("Gemini replied without any answer text (thoughts only or empty)", kind="empty_reply")
-    return Reply(text=text, usage=_usage(getattr(response, "usage_metadata", None)), finish_reason=finish)
+    version = getattr(response, "model_version", None)  # modelVersion: the version that answered
+    return Reply(text=text, usage=_usage(getattr(response, "usage_metadata", None)), finish_reason=finish,
+                 model=version if isinstance(version, str) and version else None)
 
 
 def _usage(meta: Any) -> dict[str, int]:

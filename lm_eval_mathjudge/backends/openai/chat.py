@@ -240,7 +240,9 @@ def reply_of(response: Any) -> Reply:
         raise JudgeRefusal("the provider's content filter withheld the judge's reply", kind="content_filter")
     usage = getattr(response, "usage", None)
     counts = _usage(usage.model_dump() if usage else {})
-    return Reply(text=choices[0].message.content or "", usage=counts, finish_reason=choices[0].finish_reason)
+    model = getattr(response, "model", None)  # the snapshot that answered ("gpt-4o" -> "gpt-4o-2024-08-06")
+    return Reply(text=choices[0].message.content or "", usage=counts, finish_reason=choices[0].finish_reason,
+                 model=model if isinstance(model, str) and model else None)
 
 
 def _usage(raw: dict[str, Any]) -> dict[str, int]:

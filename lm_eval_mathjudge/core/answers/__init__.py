@@ -406,3 +406,22 @@ def _equal(a: str, b: str, shape: Shape, same: Callable[[str, str], bool]) -> bo
         if words[0] == words[1]:
             return True
     return same(left, right)
+
+
+def answer_classes(answers: list[str | None], gold: str, same: Callable[[str, str], bool]) -> list[int | None]:
+    """For each final answer, the index of its equivalence class (first appearance first, equivalence as
+    ``decide`` compares an answer with the gold: ``1/2``, ``0.5`` and ``\\frac12`` are one class); None for
+    a response without one final answer. The majority vote of k samples counts these classes."""
+    shape = Shape.of(gold)
+    classes: list[str] = []
+    out: list[int | None] = []
+    for answer in answers:
+        if answer is None:
+            out.append(None)
+            continue
+        found = next((i for i, c in enumerate(classes) if _equal(answer, c, shape, same)), None)
+        if found is None:
+            classes.append(answer)
+            found = len(classes) - 1
+        out.append(found)
+    return out
