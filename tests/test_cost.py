@@ -13,7 +13,6 @@ import math
 import re
 import struct
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -31,8 +30,7 @@ from lm_eval_mathjudge.core.types import JudgeRequest
 from tests import media_fixtures
 from tests.conftest import REPO, SHARED_DATA, read_jsonl
 
-FULL_GSM8K = [p for p in (REPO.parent / "shared" / "data" / "gsm8k" / "test.jsonl",
-                          Path("/work/shared/data/gsm8k/test.jsonl")) if p.is_file()]
+FULL_GSM8K = [p for p in (REPO.parent / "shared" / "data" / "gsm8k" / "test.jsonl",) if p.is_file()]
 GSM8K = FULL_GSM8K[0] if FULL_GSM8K else SHARED_DATA / "gsm8k" / "test.jsonl"
 OUTPUTS = SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
 
