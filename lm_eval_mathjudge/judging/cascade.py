@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome
+from .members import Members
 
 METRICS = {"gpt4_exact_match": "cascade_exact_match"}  # judge metric -> its name under a cascade
 
@@ -40,7 +41,7 @@ def accepts(verdict: Any) -> bool:
     return verdict is not None and bool(getattr(verdict, "correct", False))
 
 
-class Cascade:
+class Cascade(Members):
     """A judge made of a rule stage and an LLM stage: one request in, one Outcome out.
 
     It has the pieces the run's pool judges with (``key``, ``judge_one``, ``count_requests``,
@@ -104,14 +105,6 @@ class Cascade:
             first, second = list(self._first.values()), list(self._second.values())
         self._rule.finish(first)
         self._llm.finish(second)
-
-    def set_bar(self, bar: Any) -> None:
-        for client in self.clients:
-            client.set_bar(bar)
-
-    @property
-    def concurrency(self) -> int:
-        return max(client.concurrency for client in self.clients)
 
     @property
     def batch_mode(self) -> bool:

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Sequence
 from ..core import stats
 from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome
+from .members import Members
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ def combine(verdicts: Sequence[Any | None], rule: str, quorum: int) -> tuple[Any
     return dataclasses.replace(answered[0], **values, **texts), None, note
 
 
-class Panel:
+class Panel(Members):
     """A judge made of several member judges: one request in, one combined Outcome out.
 
     It has the pieces the run's pool judges with (``key``, ``judge_one``, ``count_requests``,
@@ -157,14 +158,6 @@ class Panel:
                             "were decided by the other members or counted as %s. Rerun the same command to ask "
                             "it again: every verdict obtained is cached.", label, down, len(results),
                             redact(next(o.error for o in results if o.transport_failed) or ""), QUORUM)
-
-    def set_bar(self, bar: Any) -> None:
-        for client in self.clients:
-            client.set_bar(bar)
-
-    @property
-    def concurrency(self) -> int:
-        return max(client.concurrency for client in self.clients)
 
     @property
     def batch_mode(self) -> bool:
