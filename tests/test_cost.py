@@ -514,3 +514,61 @@ def test_a_bad_price_override_stops_the_task_when_it_is_built(tmp_path, monkeypa
               "metadata": {"judge_backend": "local", "judge_prices": '{"m": {"input": "cheap"}}'}}
     with pytest.raises(ConfigError, match="prices"):
         JudgedTask(config=config)
+
+
+def test_answer_tokens_are_priced_as_prompt_tokens_of_every_request(gsm8k_requests):
+    s = em_settings()
+    plain, longest = estimate(gsm8k_requests, s), estimate(gsm8k_requests, s, answer_tokens=4096)
+    n = len(gsm8k_requests)
+    assert longest.prompt_tokens == plain.prompt_tokens + 4096 * n
+    assert longest.usd == pytest.approx(plain.usd + 4096 * n * 10 / 1e6)  # gpt-4-turbo: $10 per M input
+
+
+class _Client:
+    """What spend reads of a judging client: its settings and whether the cache answers a key."""
+
+    def __init__(self, settings, cached=()):
+        self.settings, self._cached = settings, set(cached)
+
+    def settled(self, key):
+        return key in self._cached
+
+
+@pytest.mark.parametrize("budget, answer_tokens, fits", [
+    (None, 4096, True),  # no budget: nothing to check
+    (1000.0, 4096, True),
+    (0.0001, 0, False),
+    ("between", 0, True),  # the plain estimate fits this budget ...
+    ("between", 4096, False),  # ... answers of 4,096 tokens each would not
+])
+def test_worst_case_prices_every_request_with_its_longest_answer_and_ignores_the_cache(
+        gsm8k_requests, budget, answer_tokens, fits):
+    from lm_eval_mathjudge.cost.spend import Part, worst_case
+
+    requests = gsm8k_requests[:20]
+    plain = estimate(requests, em_settings()).usd
+    limit = 2 * plain if budget == "between" else budget
+    client = _Client(em_settings(**({} if limit is None else {"budget_usd": limit})),
+                     cached=[f"k{i}" for i in range(20)])  # all cached: the worst case counts them anyway
+    part = Part("t", client, lambda: ((f"k{i}", r) for i, r in enumerate(requests)), answer_tokens=answer_tokens)
+    ok, worst = worst_case([part])
+    assert ok is fits
+    if limit is None:
+        assert worst is None
+    else:
+        assert worst.requests == 20 and worst.cached == 0
+        assert worst.usd == pytest.approx(plain + 20 * answer_tokens * 10 / 1e6)
+
+
+@pytest.mark.parametrize("kwargs, longest", [
+    ({"max_gen_toks": 4096, "until": []}, 4096),
+    ({"max_gen_toks": "2048"}, 2048),
+    ({"max_tokens": 100, "max_gen_toks": 300}, 300),  # the largest limit named
+    ({"temperature": 0.0}, 256),  # none named: lm-eval's adapters' default
+    (None, 256),
+    ({"max_gen_toks": "lots"}, 256),
+])
+def test_the_longest_answer_comes_from_the_generation_kwargs(kwargs, longest):
+    from lm_eval_mathjudge.harness.task import _longest_answer
+
+    assert _longest_answer(kwargs) == longest

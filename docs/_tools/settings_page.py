@@ -134,7 +134,8 @@ MEANINGS = {
              "([audit](audit.md))",
     "audit_limit": "answers per attack family in that audit",
     "stream": "judge each sample as the model finishes it, while the others still generate; on where it changes "
-              "nothing (off for batch mode, the dry run, a budget, filters that read all responses) "
+              "nothing (off for batch mode, the dry run and filters that read all responses; with a budget, "
+              "on when the budget covers the worst case) "
               "([judging while generating](scale.md#judging-while-the-model-generates))",
     "pass_at": "with `repeats` k > 1: the k' of the `pass@k'` metrics; unset = 1 and k "
                "([k samples per problem](tasks.md#k-samples-per-problem))",

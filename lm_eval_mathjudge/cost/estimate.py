@@ -60,12 +60,14 @@ class Estimate:
 
 
 def estimate(requests: Iterable[JudgeRequest], settings: Any, *, judge: str | None = None, task: str = "",
-             cached: int = 0, overrides: Mapping[str, prices.Price] | None = None) -> Estimate:
+             cached: int = 0, overrides: Mapping[str, prices.Price] | None = None,
+             answer_tokens: int = 0) -> Estimate:
     """Estimate one judge's calls for ``requests`` (the unique requests still to send; read once, not kept).
 
     ``judge`` is the contract (exact_match or vlm; None: told by each request, a VLM request carries
     the output as a separate part or as media); ``cached`` how many requests the cache already answers
-    (reported, free). Nothing is sent; media files are read for their headers only.
+    (reported, free); ``answer_tokens`` are added to each prompt (an answer not written yet, at its
+    longest: the streaming budget check). Nothing is sent; media files are read for their headers only.
     """
     price = prices.price_for(settings, overrides)
     local = settings.backend == prices.LOCAL_BACKEND
@@ -80,7 +82,7 @@ def estimate(requests: Iterable[JudgeRequest], settings: Any, *, judge: str | No
         n += 1
         if local:
             continue
-        tokens = prompt_tokens(request, settings.backend)
+        tokens = prompt_tokens(request, settings.backend) + answer_tokens
         reply = min(settings.max_tokens, REPLY_TOKENS.get(judge or contract_of(request), REPLY_TOKENS['vlm']) + thinking)
         prompt, completion = prompt + tokens, completion + reply
         for mode, so_far in by_mode.items():

@@ -22,6 +22,7 @@ class Part:
     task: str
     client: Any  # a judging.client.JudgeClient: its ``settings`` and ``settled(key)``
     items: Callable[[], Iterator[tuple[str, JudgeRequest]]]  # unique (key, request), rendered lazily
+    answer_tokens: int = 0  # added to each prompt: answers not generated yet, at their longest (worst_case)
 
 
 def check_spend(parts: Sequence[Part], saved: str | Callable[[], str] = "", world: World = World()) -> None:
@@ -45,6 +46,21 @@ def check_spend(parts: Sequence[Part], saved: str | Callable[[], str] = "", worl
     budget.check_budget(total, settings, saved=saved)
 
 
+def worst_case(parts: Sequence[Part]) -> tuple[bool, estimate.Estimate | None]:
+    """Does the run stay within its budget whatever the answers are? (True, None) without a budget.
+
+    Streaming starts judge calls before the last answer exists, so the budget cannot wait for the real
+    answers: every part is estimated with each answer at its longest (``Part.answer_tokens``, the task's
+    max_gen_toks) and nothing counted as cached. Within the budget, nothing the run can ask goes over it.
+    """
+    settings = [part.client.settings for part in parts]
+    limit = budget.budget_of(settings)
+    if limit is None:
+        return True, None
+    total = estimate.combine([_estimate(part, cache=False) for part in parts])
+    return (not total.unpriced and total.usd is not None and total.usd <= limit), total
+
+
 def _per_part(ranks: list[list[estimate.Estimate]]) -> list[estimate.Estimate]:
     """One estimate per part over every rank: each rank has the same parts (tasks and judges) in the
     same order, each estimated on that rank's share of the docs."""
@@ -53,14 +69,14 @@ def _per_part(ranks: list[list[estimate.Estimate]]) -> list[estimate.Estimate]:
     return [estimate.combine(group, task=group[0].task) for group in zip(*ranks)]
 
 
-def _estimate(part: Part) -> estimate.Estimate:
+def _estimate(part: Part, cache: bool = True) -> estimate.Estimate:
     settled = [0]
 
     def todo() -> Iterator[JudgeRequest]:
         for key, request in part.items():
-            if part.client.settled(key):
+            if cache and part.client.settled(key):
                 settled[0] += 1
             else:
                 yield request
-    guess = estimate.estimate(todo(), part.client.settings, task=part.task)
+    guess = estimate.estimate(todo(), part.client.settings, task=part.task, answer_tokens=part.answer_tokens)
     return dataclasses.replace(guess, cached=settled[0])

@@ -17,10 +17,11 @@ every instance has a response and that have not been judged yet.
 ``LM_EVAL_MATHJUDGE_TASK_BY_TASK=1`` judges task by task (the bench's "before").
 
 Streaming (``judge_stream``, on by default): a task that may (``JudgedTask.streams``: online judge,
-no dry run or budget, filters that read one response at a time) registers its generation keys
-with ``stream``; as the model reports each finished generation (``compat.watch_generations``), its
+no dry run, filters that read one response at a time) registers its generation keys with
+``stream``; as the model reports each finished generation (``compat.watch_generations``), its
 judge requests start at once in the run's ``schedule.Early`` calls, and the pass above takes their
-outcomes instead of asking again.
+outcomes instead of asking again. With a budget, the first streamed generation first checks the
+worst case (every answer at max_gen_toks); above the budget the run is judged after generation.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import logging
 import os
 import threading
 import weakref
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .. import compat
@@ -48,8 +50,10 @@ TASK_BY_TASK_ENV = "LM_EVAL_MATHJUDGE_TASK_BY_TASK"
 _PENDING: list[weakref.ref] = []  # registered tasks, in lm-eval's order (weak: finished tasks go)
 _LOCK = threading.Lock()
 EARLY_STOP_KEY = "early judge calls"
-_STREAMED: dict[str, list[tuple[weakref.ref, int]]] = {}  # generation key -> (task, instance index) to stream
-_EARLY: list[schedule.Early] = []  # the run's early judge calls (one, once the first generation arrived)
+_STREAMED: dict[str, list["_Target"]] = {}  # generation key -> the instances that stream its generations
+# The run's early judge calls: one, once the first generation arrived (None: the budget said no streaming).
+_EARLY: list[schedule.Early | None] = []
+_FIRST = threading.Lock()  # held while the first streamed generation decides whether the run streams
 
 
 def register(task: Any) -> None:
@@ -66,9 +70,17 @@ def stream(task: Any) -> None:
             for inst in instances]
     with _LOCK:
         for i, key in enumerate(keys):
-            if key is not None:
-                _STREAMED.setdefault(key, []).append((weakref.ref(task), i))
+            if key is not None:  # k samples (repeats): the model reports k generations under one key
+                _STREAMED.setdefault(key, []).append(_Target(weakref.ref(task), i, instances[i].repeats or 1))
     compat.watch_generations(_arrived)
+
+
+@dataclass
+class _Target:
+    """An instance waiting for its generations: ``left`` of them (its repeats) still to come."""
+    task: weakref.ref
+    index: int
+    left: int
 
 
 def _arrived(attr: str, args: Any, result: Any) -> None:
@@ -76,21 +88,59 @@ def _arrived(attr: str, args: Any, result: Any) -> None:
     if attr != "generate_until" or not _STREAMED or not isinstance(result, str):
         return
     key = compat.generation_key(args)
-    with _LOCK:
-        targets = _STREAMED.pop(key, ())
+    with _LOCK:  # each instance asking for this key takes one sample (two tasks with one prompt: both)
+        targets = [(t.task, t.index) for t in _STREAMED.get(key, ()) if t.left > 0]
+        for t in _STREAMED.get(key, ()):
+            t.left -= 1
+        if key in _STREAMED and all(t.left <= 0 for t in _STREAMED[key]):
+            del _STREAMED[key]
     for ref, index in targets:
         task = ref()
         if task is None:
             continue
         client, requests = task.stream_requests(index, result)
-        with _LOCK:
-            if not _EARLY:
-                _EARLY.append(schedule.Early(client.concurrency))
-                # a stop waits, bounded, for the replies of these calls too: every reply paid for is cached
-                stop.guard(EARLY_STOP_KEY, _drain_early)
-            early = _EARLY[0]
+        early = _early_calls(client)
+        if early is None:  # the budget could not cover the worst case: the pass judges these, after generation
+            return
         for judge_key, request in requests:
             early.start(client, judge_key, request)
+
+
+def _early_calls(client: Any) -> schedule.Early | None:
+    """The run's early calls, made by the first streamed generation; None when the budget decides on the
+    real answers instead (``_within_budget``), for the rest of the run."""
+    with _FIRST:  # one thread decides; the others wait for its decision
+        with _LOCK:
+            if _EARLY:
+                return _EARLY[0]
+        allowed = _within_budget()
+        with _LOCK:
+            if not allowed:
+                _STREAMED.clear()  # every task is judged by its pass, budget first, as without streaming
+                _EARLY.append(None)
+                return None
+            _EARLY.append(schedule.Early(client.concurrency))
+            # a stop waits, bounded, for the replies of these calls too: every reply paid for is cached
+            stop.guard(EARLY_STOP_KEY, _drain_early)
+            return _EARLY[0]
+
+
+def _within_budget() -> bool:
+    """Before the first streamed call: may the run start judging before its last answer exists?
+
+    Every judged task of the run (the ones lm-eval built, streamed or not) with each answer at its
+    longest: within judge_budget_usd, nothing the run can ask goes over it, so streaming is safe.
+    Above it, the run is judged after generation and the budget decides on the real answers, exactly as
+    with judge_stream=false (a refusal there costs nothing either).
+    """
+    with _LOCK:
+        tasks = [t for t in (ref() for ref in _PENDING) if t is not None]
+    fits, worst = spend.worst_case([part for task in tasks for part in task.worst_case_parts()])
+    if not fits:
+        log.warning("judge_stream: judged after generation: with every answer at its longest (max_gen_toks) the "
+                 "judge could cost %s, above judge_budget_usd; the budget is checked on the real answers",
+                 "an unknown amount" if worst.usd is None or worst.unpriced else f"{worst.usd:.4f} USD")
+    return fits
 
 
 def _drain_early() -> None:
@@ -110,8 +160,9 @@ def _end_early() -> None:
         if _STREAMED or not _EARLY:
             return
         early = _EARLY.pop()
-    early.close()
-    stop.release(EARLY_STOP_KEY)
+    if early is not None:
+        early.close()
+        stop.release(EARLY_STOP_KEY)
 
 
 def whole_run() -> bool:
@@ -139,8 +190,8 @@ def run_pass(first: Any) -> None:
     tasks = pending(first)
     with _LOCK:  # their generation is over: what was not reported by now is judged by the pass
         ids = {id(task) for task in tasks}
-        for key in [k for k, targets in _STREAMED.items() if any(id(ref()) in ids for ref, _ in targets)]:
-            kept = [(ref, i) for ref, i in _STREAMED[key] if id(ref()) not in ids]
+        for key in [k for k, targets in _STREAMED.items() if any(id(t.task()) in ids for t in targets)]:
+            kept = [t for t in _STREAMED[key] if id(t.task()) not in ids]
             if kept:
                 _STREAMED[key] = kept
             else:

@@ -25,6 +25,7 @@ lm_eval_mathjudge.harness.task.JudgedTask`` and describe the judge in a
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -211,13 +212,14 @@ class JudgedTask(TaskBase):
 
     def streams(self) -> bool:
         """Judged as the generations arrive (``judge_stream``, the default) where that changes nothing: an
-        online judge, no dry run or budget (they are decided before any call, on every request), and
-        filters that read one response at a time (``compat.filters_per_response``)."""
+        online judge, no dry run (it estimates the real answers and sends nothing), and filters that read
+        one response at a time (with k samples, each sample is judged as it arrives) (``compat.filters_per_response``). With a budget, the run checks the worst
+        case before the first streamed call (``run._arrived``); over several ranks the budget is decided on
+        every rank together, after generation, so those runs judge after generation."""
         if not self._options.stream or self._client is None or self._client.batch_mode:
             return False
-        if self._k is not None:  # k samples of one request share its generation key: judged after generation
-            return False
-        if any(m.settings.dry_run or m.settings.budget_usd is not None for m in self._members_open):
+        settings = [m.settings for m in self._members_open]
+        if any(s.dry_run for s in settings) or (self.world.size > 1 and budget.budget_of(settings) is not None):
             return False
         try:
             return compat.filters_per_response(self)
@@ -230,11 +232,33 @@ class JudgedTask(TaskBase):
         exactly as ``judge_spec`` will render them once all responses are in."""
         inst = self._instances[index]
         requests = []
-        for value in compat.filter_one(self, [clean_text(response)], inst.doc).values():
+        # k samples: the filters expect k responses (take_first_k checks), so they get this one k times; what
+        # they keep of it is this sample's view (every filter here reads one response at a time)
+        copies = self._k.k if self._k is not None else 1
+        for value in compat.filter_one(self, [clean_text(response)] * copies, inst.doc).values():
             built = self._build_request(inst.doc, _as_text(value))
             if isinstance(built, JudgeRequest):
                 requests.append((self._client.key(built), built))
         return self._client, requests
+
+    def worst_case_parts(self) -> list[Part]:
+        """What this task's judges could be asked whatever the model answers: every sample's request with
+        its answer at the longest the model may write (max_gen_toks), and the judge audit; for the budget
+        check before the first streamed call."""
+        if self._bypassed() or self._client is None:
+            return []
+        longest = _longest_answer(self.config.generation_kwargs)
+        samples = [(inst.doc, self._k.k if self._k is not None else 1) for inst in self._instances
+                   if getattr(inst, "request_type", None) == "generate_until"]
+
+        def requests():
+            for doc, k in samples:
+                built = self._build_request(doc, "")  # the answer's own tokens are counted by answer_tokens
+                if isinstance(built, JudgeRequest):
+                    yield from [built] * k  # k different answers: k calls
+
+        parts = schedule.parts_for(self.config.task, self._members_open, requests)
+        return [dataclasses.replace(part, answer_tokens=longest) for part in parts] + self._audit_parts()
 
     def joins_run(self) -> bool:
         """Judged by the run's one pool now: judge open, every response generated, not judged yet."""
@@ -421,3 +445,15 @@ def _as_text(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         value = value[0] if value else ""
     return value if isinstance(value, str) else str(value)
+
+
+# lm-eval's adapters write at most this many tokens when the task's generation_kwargs name no limit.
+LM_EVAL_MAX_GEN_TOKS = 256
+
+
+def _longest_answer(generation_kwargs: Any) -> int:
+    """The most tokens the model may write per answer: the task's (or --gen_kwargs') limit."""
+    kwargs = generation_kwargs if isinstance(generation_kwargs, dict) else {}
+    limits = [kwargs.get(name) for name in ("max_gen_toks", "max_tokens", "max_new_tokens", "max_completion_tokens")]
+    found = [int(v) for v in limits if isinstance(v, (int, float, str)) and str(v).strip().isdigit()]
+    return max(found) if found else LM_EVAL_MAX_GEN_TOKS
