@@ -201,11 +201,12 @@ class GoogleMediaServer(LoopbackServer):
             return Reply(spec["status"], self.error_body(spec["status"], spec.get("message"), {}))
         if kind == "content":
             return self._finish(spec, _content_response(model, spec))
-        count = self.outputs.take(int((body.get("parameters") or {}).get("sampleCount") or 1))
+        asked = int((body.get("parameters") or {}).get("sampleCount") or 1)
+        count = self.outputs.take(asked)
         made = spec.get("image" if kind == "imagen" else "video") is not None and not spec.get("rai_reason") \
             and not spec.get("error")
         prompt = str(((body.get("instances") or [{}])[0]).get("prompt"))
-        numbers = self.outputs.numbers(kind, prompt, count if made else 0)
+        numbers = self.outputs.numbers(kind, prompt, count if made else 0, asked)
         if kind == "imagen":
             return self._finish(spec, _imagen_response(spec, numbers))
         name = f"{PROJECT}/publishers/google/models/{model}/operations/{next(self._ids):04d}-loopback"

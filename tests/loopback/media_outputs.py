@@ -3,7 +3,9 @@
 ``variant(data, i)`` makes the i-th output made for a prompt (counted over all
 calls: ``Outputs.numbers``) distinct but still a whole file of its kind (output 0
 is the responder's bytes unchanged): a PNG gains a ``tEXt`` chunk before
-``IEND``, an MP4 a trailing ``free`` box; ``sample_index`` reads i back. ``Outputs`` counts what
+``IEND``, an MP4 a trailing ``free`` box; ``sample_index`` reads i back. A prompt
+only ever asked for one output at a time gets the responder's bytes every time
+(a retry or a rerun of a k=1 run sees the same picture). ``Outputs`` counts what
 each route returned and plays a short return: ``limit(2)`` makes the next call
 return at most 2 of the outputs it asked for.
 """
@@ -48,7 +50,7 @@ class Outputs:
         self._lock = threading.Lock()
         self._returned: Counter = Counter()
         self._limits: deque[int] = deque()
-        self._made: Counter = Counter()  # outputs made per prompt so far
+        self._made: Counter = Counter()  # outputs made per prompt so far, once it was asked for several
 
     def limit(self, count: int, times: int = 1) -> None:
         """The next ``times`` calls return at most ``count`` outputs each."""
@@ -60,13 +62,16 @@ class Outputs:
         with self._lock:
             return min(asked, self._limits.popleft()) if self._limits else asked
 
-    def numbers(self, route: str, prompt: str, count: int) -> range:
-        """Count ``count`` outputs returned on ``route`` for ``prompt``; their numbers among that prompt's outputs."""
+    def numbers(self, route: str, prompt: str, count: int, asked: int) -> range:
+        """Count ``count`` outputs (of ``asked``) returned on ``route`` for ``prompt``; their numbers among that
+        prompt's outputs (all 0 while the prompt was never asked for more than one)."""
         with self._lock:
             self._returned[route] += count
-            first = self._made[prompt]
-            self._made[prompt] += count
-        return range(first, first + count)
+            if asked > 1 or prompt in self._made:
+                first = self._made[prompt]
+                self._made[prompt] += count
+                return range(first, first + count)
+        return range(count)  # asked for one: output 0
 
     def count(self, route: str) -> int:
         with self._lock:

@@ -200,7 +200,8 @@ class OpenAIMediaServer(LoopbackServer):
         if error:
             return error
         words = len(str(body.get("prompt", "")).split())
-        numbers = self.outputs.numbers("images", str(body.get("prompt")), self.outputs.take(int(body.get("n") or 1)))
+        asked = int(body.get("n") or 1)
+        numbers = self.outputs.numbers("images", str(body.get("prompt")), self.outputs.take(asked), asked)
         data = [{"b64_json": base64.b64encode(variant(spec["image"], i)).decode()} for i in numbers]
         return Reply(200, {"created": int(time.time()), "background": body.get("background"),
                            "output_format": body.get("output_format", "png"), "quality": body.get("quality"),
