@@ -3,11 +3,15 @@
 Flow of ``generate_until`` (lm-eval hands over every request of every task at once):
 
     question of the doc -> our generator prompt (prompts/generator_<kind>.txt, or prompt=FILE)
-    key = hash(adapter, model, options, prompt)            # store.request_key
+    sample i of the doc (repeats: k; lm-eval passes a doc's request k times in a row)
+    key = hash(adapter, model, options, prompt[, i])       # store.request_key; i = 0 keeps the k=1 key
     store has media for key     -> answer with its path   (reused, no call)
     store has a remembered failure -> failure marker      (no call; retry_failures=true asks again)
-    otherwise, through workers.run_bounded (num_concurrent) and retry.call_with_retries:
-        vendor.generate(prompt, job) -> bytes -> store.put -> answer with the file's path
+    otherwise the missing samples of a prompt go in chunks of the vendor's max_outputs (one call each;
+    a recorded job's samples stay one chunk), through workers.run_bounded (num_concurrent) and
+    retry.call_with_retries:
+        vendor.generate_many(prompt, count, job) -> [bytes] -> store.put_many -> the files' paths
+        fewer outputs than asked: the ones that came are kept, one more call asks for the rest
     GenerationFailure (content policy, safety, failed job) -> failure marker, remembered
     transient errors past max_retries, fatal errors        -> GenerationRunError after the
         batch: every file already generated stays indexed, a rerun generates only the rest
@@ -26,6 +30,11 @@ Writing a vendor generator (the interface other modules implement)
                                       # part of the store key and of the provenance, so no secrets
        def generate(self, prompt: str, job: Job) -> bytes | GeneratedMedia   # ONE attempt, no retries
        def close(self) -> None
+       # optional, where one API call can return several outputs for a prompt (k samples per problem):
+       max_outputs: int               # most outputs one call may ask for (absent: 1)
+       def generate_many(self, prompt: str, count: int, job: Job) -> list[bytes | GeneratedMedia]
+                                      # ONE attempt asking for ``count`` (<= max_outputs) outputs; may
+                                      # return fewer (the base keeps them and asks again for the rest)
 
    ``generate`` raises the project's typed errors (``errors.py``):
    ``TransientJudgeError(msg, kind=..., retry_after=seconds|None)`` for 429/5xx/timeouts/connection
@@ -71,7 +80,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Mapping, Protocol
 
 from lm_eval.api.model import LM
@@ -91,7 +100,8 @@ from .job import Job
 from .settings import GeneratorSettings, check_credentials, default_media_dir, load_template, split_model_args
 from .store import MediaStore, StoredMedia, request_key
 
-__all__ = ["GeneratedMedia", "Generator", "GeneratorLM", "GeneratorSettings", "Job", "default_media_dir"]
+__all__ = ["GeneratedMedia", "Generator", "GeneratorLM", "GeneratorSettings", "Job", "ManyOutputs", "chunks",
+           "default_media_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -117,10 +127,18 @@ class Generator(Protocol):
         """Release the SDK client."""
 
 
+class ManyOutputs(Protocol):
+    """What a generator adds when one call can make several outputs (``max_outputs`` > 1)."""
+    max_outputs: int
+
+    def generate_many(self, prompt: str, count: int, job: "Job") -> list[bytes | GeneratedMedia]:
+        """One attempt asking for ``count`` outputs; fewer may come back (never none: raise instead)."""
+
+
 @dataclass(frozen=True)
 class _Work:
-    key: str
     prompt: str
+    keys: tuple[str, ...]  # samples of this prompt made together: one call (or one job), up to max_outputs
 
 
 @dataclass(frozen=True)
@@ -129,7 +147,20 @@ class _Result:
     failure: tuple[str, str] | None = None  # (kind, message): a counted per-sample failure
     error: JudgeCallError | None = None  # no media and nothing counted: the run stops after the batch
     reused: bool = False
-    calls: int = 0
+    calls: int = 0  # vendor calls of the chunk (on its first key only, so sums count each call once)
+    outputs: int = 0  # media the vendor returned, each paid for (on the chunk's first key only)
+
+
+def chunks(keys: list[str], max_outputs: int, jobs: Mapping[str, str | None]) -> list[tuple[str, ...]]:
+    """The calls that make the missing samples ``keys`` of one prompt (in sample order): the samples of a
+    recorded job stay together (polled, not paid again), the rest go ``max_outputs`` to a call."""
+    started: dict[str, list[str]] = {}
+    free = []
+    for key in keys:
+        job_id = jobs.get(key)
+        (started.setdefault(job_id, []) if job_id else free).append(key)
+    size = max(1, max_outputs)
+    return [tuple(group) for group in started.values()] + [tuple(free[i:i + size]) for i in range(0, len(free), size)]
 
 
 class GeneratorLM(LM):
@@ -174,16 +205,17 @@ class GeneratorLM(LM):
 
     # ------------------------------------------------------------------ lm-eval API
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        slots, work = self._plan(requests)
+        slots, prompts = self._plan(requests)
+        results, work = self._look_up(prompts)
         with stop.guarded(f"generator:{self._label}", self._kept):  # a stop: say what is kept, exit
-            results = dict(zip(work, run_bounded(list(work.values()), self._produce,
-                                                 concurrency=self.settings.num_concurrent,
-                                                 desc=f"generating ({self.ADAPTER})", progress=not disable_tqdm,
-                                                 unit="media", thread_name="mathjudge-gen")))
-        self._record(slots, results)
+            for made in run_bounded(work, self._produce, concurrency=self.settings.num_concurrent,
+                                    desc=f"generating ({self.ADAPTER})", progress=not disable_tqdm,
+                                    unit="call", thread_name="mathjudge-gen"):
+                results.update(made)
+        self._record(slots, prompts, results)
         errors = [r.error for r in results.values() if r.error is not None]
         if errors:
-            raise self._run_error(errors, len(results))
+            raise self._run_error(errors, prompts, results)
         return [results[key].path or failure_marker(*results[key].failure) for _, key in slots]
 
     def _kept(self) -> str:
@@ -198,45 +230,83 @@ class GeneratorLM(LM):
     loglikelihood_rolling = loglikelihood
 
     # ------------------------------------------------------------------ generation
-    def _plan(self, requests) -> tuple[list[tuple[str, str]], dict[str, _Work]]:
-        """(task, key) per request, and the unique work items by key."""
-        slots, work = [], {}
+    def _plan(self, requests) -> tuple[list[tuple[str, str]], dict[str, str]]:
+        """(task, key) per request, and the prompt of every key.
+
+        lm-eval passes a doc's request ``repeats`` times in a row (the same Instance, in every supported
+        version), so the n-th sight of a request is its sample n; modulo ``repeats`` because lm-eval's
+        padding for several ranks repeats the last request's k copies once more (made once, not paid twice).
+        """
+        slots, prompts, seen = [], {}, Counter()
         for request in requests:
             prompt = self._template.render(question=_question(request))
-            key = request_key(self.ADAPTER, self.settings.model, self._options, prompt)
-            work.setdefault(key, _Work(key, prompt))  # the same prompt twice (two tasks) is made once
+            sight = (request.task_name, getattr(request, "doc_id", None), prompt)
+            repeats = getattr(request, "repeats", None)
+            sample = seen[sight] % repeats if isinstance(repeats, int) and repeats > 0 else seen[sight]
+            seen[sight] += 1
+            key = request_key(self.ADAPTER, self.settings.model, self._options, prompt, sample)
+            prompts.setdefault(key, prompt)  # the same prompt in two tasks: each sample is made once
             slots.append((request.task_name, key))
-        return slots, work
+        return slots, prompts
 
-    def _produce(self, item: _Work) -> _Result:
-        stored = self._store.find(item.key)
-        if stored is not None:
-            return _Result(path=stored.path, reused=True)
-        remembered = None if self.settings.retry_failures else self._store.failure(item.key)
-        if remembered is not None:
-            return _Result(failure=remembered, reused=True)
-        calls = Counter()
-        job = Job(self._store, item.key, self._label, self.settings, on_start=lambda: self._count("jobs_started"))
-        if job.resumed:
-            self._count("jobs_resumed")
+    def _look_up(self, prompts: dict[str, str]) -> tuple[dict[str, _Result], list[_Work]]:
+        """The samples the store already answers, and the calls that make the rest."""
+        found, missing = {}, {}
+        for key, prompt in prompts.items():
+            stored = self._store.find(key)
+            remembered = None if stored or self.settings.retry_failures else self._store.failure(key)
+            if stored is not None:
+                found[key] = _Result(path=stored.path, reused=True)
+            elif remembered is not None:
+                found[key] = _Result(failure=remembered, reused=True)
+            else:
+                missing.setdefault(prompt, []).append(key)
+        most = max(1, int(getattr(self._generator, "max_outputs", 1) or 1))
+        if not callable(getattr(self._generator, "generate_many", None)):
+            most = 1
+        work = [_Work(prompt, chunk) for prompt, keys in missing.items()
+                for chunk in chunks(keys, most, {k: self._store.job(k) for k in keys})]
+        return found, work
+
+    def _produce(self, item: _Work) -> dict[str, _Result]:
+        """Make the samples of one chunk: one call, and one more for each short return (at most one per sample)."""
+        made: dict[str, _Result] = {}
+        pending = list(item.keys)
+        tally: Counter = Counter()
         try:
-            stored = call_with_retries(lambda: self._attempt(item.prompt, job, calls), self._policy,
-                                       on_retry=self._on_retry)
+            while pending:
+                job = Job(self._store, pending, self._label, self.settings,
+                          on_start=lambda: self._count("jobs_started"))
+                if job.resumed:
+                    self._count("jobs_resumed")
+                stored = call_with_retries(lambda: self._attempt(item.prompt, job, tally), self._policy,
+                                           on_retry=self._on_retry)
+                for key, media in zip(pending, stored):
+                    made[key] = _Result(path=media.path)
+                pending = pending[len(stored):]
+                if pending:
+                    self._count("short_returns")
+                    log.info("%s: asked for %d outputs, got %d; asking again for the rest", self._label,
+                             len(stored) + len(pending), len(stored))
         except GenerationFailure as exc:
             message = redact(str(exc))
-            if exc.remember:
-                self._store.put_failure(item.key, exc.kind, message, self._label)
-            log.warning("%s: no media for one prompt (%s): %s", self._label, exc.kind, message)
-            return _Result(failure=(exc.kind, message), calls=calls["n"])
+            for key in pending:
+                if exc.remember:
+                    self._store.put_failure(key, exc.kind, message, self._label)
+                made[key] = _Result(failure=(exc.kind, message))
+            log.warning("%s: no media for %d sample(s) of one prompt (%s): %s", self._label, len(pending), exc.kind,
+                        message)
         except JudgeCallError as exc:
-            return _Result(error=exc, calls=calls["n"])
+            made.update({key: _Result(error=exc) for key in pending})
         except Exception as exc:  # a vendor bug must not lose the other requests' media
             log.exception("%s: unexpected error while generating", self._label)
-            return _Result(error=JudgeCallError(redact(f"unexpected error: {exc!r}"), kind="unexpected"),
-                           calls=calls["n"])
-        return _Result(path=stored.path, calls=calls["n"])
+            error = JudgeCallError(redact(f"unexpected error: {exc!r}"), kind="unexpected")
+            made.update({key: _Result(error=error) for key in pending})
+        first = item.keys[0]
+        made[first] = replace(made[first], calls=tally["calls"], outputs=tally["outputs"])
+        return made
 
-    def _attempt(self, prompt: str, job: Job, calls: Counter) -> StoredMedia:
+    def _attempt(self, prompt: str, job: Job, tally: Counter) -> list[StoredMedia]:
         if self._fatal is not None:  # another request hit a fatal error: stop spending
             raise FatalJudgeError(f"not sent: {self._fatal}", kind="aborted")
         retry, self._retrying.value = getattr(self._retrying, "value", False), False
@@ -245,11 +315,12 @@ class GeneratorLM(LM):
             permit.done("unsent")
             raise stop.stopped()
         outcome = "failed"
-        calls["n"] += 1
+        count = len(job.keys)
+        tally["calls"] += 1
         self._count("generation_calls")
         try:
             try:
-                produced = self._generator.generate(prompt, job)
+                produced = self._ask(prompt, count, job)
             except FatalJudgeError as exc:
                 with self._lock:
                     self._fatal = self._fatal or exc
@@ -261,12 +332,33 @@ class GeneratorLM(LM):
             outcome = "ok"
         finally:
             permit.done(outcome)
-        try:
-            return self._store.put(job.key, *self._checked(produced), self._label)
+        tally["outputs"] += len(produced)
+        self._count("outputs", len(produced))
+        checked, problems = [], []
+        for media in produced[:count]:  # more than asked: not ours to keep apart from the samples asked for
+            try:
+                checked.append(self._checked(media))
+            except TransientJudgeError as exc:
+                problems.append(exc)
+        if not checked:  # retried (a recorded job is polled again, not paid for again)
+            raise problems[0] if problems else TransientJudgeError(
+                f"{self._label} answered without any {self._generator.kind}", kind="bad_response")
+        if problems:
+            log.warning("%s: %d of %d outputs dropped (%s); asking again for them", self._label, len(problems),
+                        len(produced), problems[0])
+        try:  # the job's outputs are all here: its other samples are asked for anew
+            return self._store.put_many([(key, *media) for key, media in zip(job.keys, checked)], self._label,
+                                        release=job.keys)
         except FatalJudgeError as exc:  # the disk refused the file: every further one would be paid and lost
             with self._lock:
                 self._fatal = self._fatal or exc
             raise
+
+    def _ask(self, prompt: str, count: int, job: Job) -> list[bytes | GeneratedMedia]:
+        many = getattr(self._generator, "generate_many", None)
+        if count == 1 or not callable(many):
+            return [self._generator.generate(prompt, job)]
+        return list(many(prompt, count, job))
 
     def _checked(self, produced: bytes | GeneratedMedia) -> tuple[bytes, str]:
         media = produced if isinstance(produced, GeneratedMedia) else GeneratedMedia(produced)
@@ -285,17 +377,18 @@ class GeneratorLM(LM):
         self._count("retries")
         log.warning("%s: generation failed (%s); retrying in %.1fs", self._label, error, delay)
 
-    def _count(self, name: str) -> None:
+    def _count(self, name: str, n: int = 1) -> None:
         with self._lock:
-            self.stats[name] += 1
+            self.stats[name] += n
 
     # ------------------------------------------------------------------ reporting
-    def _record(self, slots: list[tuple[str, str]], results: dict[str, _Result]) -> None:
+    def _record(self, slots: list[tuple[str, str]], prompts: dict[str, str], results: dict[str, _Result]) -> None:
         for task in sorted({task for task, _ in slots}):
             keys = {key for t, key in slots if t == task}
             mine = [results[k] for k in keys]
-            run = {"requests": sum(1 for t, _ in slots if t == task), "unique_prompts": len(keys),
-                   "generation_calls": sum(r.calls for r in mine),
+            run = {"requests": sum(1 for t, _ in slots if t == task),
+                   "unique_prompts": len({prompts[k] for k in keys}), "samples": len(keys),
+                   "generation_calls": sum(r.calls for r in mine), "outputs": sum(r.outputs for r in mine),
                    "reused_files": sum(1 for r in mine if r.reused and r.path),
                    "reused_failures": sum(1 for r in mine if r.reused and r.failure),
                    "generated_files": sum(1 for r in mine if r.path and not r.reused),
@@ -305,16 +398,18 @@ class GeneratorLM(LM):
             log.info("%s on %s: %s", self._label, task, run)
         log.info("%s: %s", self._label, dict(self.stats))
 
-    def _run_error(self, errors: list[JudgeCallError], total: int) -> GenerationRunError:
+    def _run_error(self, errors: list[JudgeCallError], prompts: dict[str, str],
+                   results: dict[str, _Result]) -> GenerationRunError:
         kinds = ", ".join(f"{k}: {n}" for k, n in sorted(Counter(e.kind for e in errors).items()))
+        lacking = len({prompts[k] for k, r in results.items() if r.error is not None})
         fatal = self._fatal
         cause = (f"Last error: {errors[-1]}" if fatal is None else f"Generation stopped: {fatal}"
                  if fatal.kind == "disk_full" else f"The generator refused the requests: {fatal}")
         return GenerationRunError(
-            f"{self.ADAPTER}: {len(errors)} of {total} prompts got no media ({kinds}). {redact(str(cause))}. "
-            f"Nothing was scored. Every file generated so far is kept and indexed in {self._store.directory}, "
-            "so rerunning the same command generates only the missing ones (started video jobs are polled, "
-            "not paid for again).")
+            f"{self.ADAPTER}: {lacking} of {len(set(prompts.values()))} prompts got no media ({kinds}). "
+            f"{redact(str(cause))}. Nothing was scored. Every file generated so far is kept and indexed in "
+            f"{self._store.directory}, so rerunning the same command generates only the missing ones (started "
+            "video jobs are polled, not paid for again).")
 
 
 def _question(request) -> str:

@@ -2,12 +2,15 @@
 
 Two SDK calls, chosen by the model name:
 
-* ``imagen-*``: ``client.models.generate_images`` (one image). google-genai 3.6
-  runs it only on Vertex AI, so these models always get a Vertex AI client.
+* ``imagen-*``: ``client.models.generate_images``; the k samples of a prompt
+  (``repeats: k``) come ``number_of_images`` at a time, up to 4 a call (an image
+  removed by the filters is simply missing: the base asks again for it).
+  google-genai 3.6 runs it only on Vertex AI, so these models always get a
+  Vertex AI client.
 * anything else (``gemini-2.5-flash-image``, ``gemini-3-pro-image-preview``, ...):
   ``client.models.generate_content`` with image output; the image is the last
   non-thought ``inline_data`` part. Runs on the Gemini API or on Vertex AI
-  (``vertexai=`` or GOOGLE_GENAI_USE_VERTEXAI).
+  (``vertexai=`` or GOOGLE_GENAI_USE_VERTEXAI). One image a call.
 
 Credentials and endpoints are the SDK's variables (see ``_google.py``).
 Refusals become the sample's counted failure with a named kind: a blocked
@@ -33,6 +36,7 @@ from .base import GeneratedMedia, GeneratorLM, GeneratorSettings
 ADAPTER = "mathjudge-gemini-image"
 _IMAGE_ONLY = ["IMAGE"]
 _TEXT_AND_IMAGE = ["TEXT", "IMAGE"]
+MAX_IMAGEN_IMAGES = 4  # number_of_images per generate_images call
 
 
 def is_imagen(model: str) -> bool:
@@ -61,6 +65,7 @@ class GeminiImageGenerator:
         if self._imagen and "with_text" in options:
             raise ConfigError(f"with_text works with Gemini image models only, not with {settings.model}")
         self._options = options
+        self.max_outputs = MAX_IMAGEN_IMAGES if self._imagen else 1  # Gemini image models: one candidate
         self._client = _google.make_client(ADAPTER, settings.model, vertex=self._vertex, timeout=settings.timeout)
         _google.check_vertex_auth(ADAPTER, settings.model, self._client)
 
@@ -82,8 +87,11 @@ class GeminiImageGenerator:
 
     def generate(self, prompt: str, job: Any) -> GeneratedMedia:
         if self._imagen:
-            return self._imagen_image(prompt)
+            return self._imagen_images(prompt, 1)[0]
         return self._content_image(prompt)
+
+    def generate_many(self, prompt: str, count: int, job: Any) -> list[GeneratedMedia]:
+        return self._imagen_images(prompt, count) if self._imagen else [self._content_image(prompt)]
 
     def close(self) -> None:
         self._client.close()
@@ -102,17 +110,17 @@ class GeminiImageGenerator:
         return content_image(response, self._model)
 
     # -- Imagen ------------------------------------------------------------------------
-    def _imagen_image(self, prompt: str) -> GeneratedMedia:
+    def _imagen_images(self, prompt: str, count: int) -> list[GeneratedMedia]:
         o = self._options
         config = types.GenerateImagesConfig(
-            number_of_images=1, aspect_ratio=o.get("aspect_ratio"), image_size=o.get("image_size"),
+            number_of_images=count, aspect_ratio=o.get("aspect_ratio"), image_size=o.get("image_size"),
             seed=o.get("seed"), negative_prompt=o.get("negative_prompt"), include_rai_reason=True,
             output_mime_type="image/png",
             # Vertex refuses a seed while the invisible watermark is on.
             add_watermark=False if "seed" in o else None)
         response = _google.call(lambda: self._client.models.generate_images(
             model=self._model, prompt=prompt, config=config), f"{self._model} predict")
-        return imagen_image(response, self._model)
+        return imagen_images(response, self._model)
 
 
 def content_image(response: Any, model: str) -> GeneratedMedia:
@@ -142,13 +150,12 @@ def content_image(response: Any, model: str) -> GeneratedMedia:
                             kind="no_image")
 
 
-def imagen_image(response: Any, model: str) -> GeneratedMedia:
-    """The image of a generate_images response, or the RAI reason it was filtered."""
+def imagen_images(response: Any, model: str) -> list[GeneratedMedia]:
+    """The images of a generate_images response (the filtered ones left out), or the RAI reason there are none."""
     generated = [g for g in (getattr(response, "generated_images", None) or [])]
     with_bytes = [g for g in generated if g.image is not None and g.image.image_bytes]
     if with_bytes:
-        image = with_bytes[0].image
-        return GeneratedMedia(image.image_bytes, image.mime_type)
+        return [GeneratedMedia(g.image.image_bytes, g.image.mime_type) for g in with_bytes]
     reasons = [g.rai_filtered_reason for g in generated if g.rai_filtered_reason]
     if reasons:
         raise GenerationFailure(redact(f"{model} filtered the image: {'; '.join(reasons)[:500]}"),

@@ -1,7 +1,9 @@
 """``mathjudge-openai-image``: the OpenAI Images API (``gpt-image-1`` and later) through the official SDK.
 
 One ``client.images.generate`` call per prompt, image returned inline as
-``b64_json`` (the GPT Image models' only output). Keys and endpoint come from
+``b64_json`` (the GPT Image models' only output). The k samples of a prompt
+(``repeats: k``) are asked for with ``n``: up to 10 images a call, except
+``dall-e-3``, which makes one (``n=1`` only). Keys and endpoint come from
 the SDK's own variables, ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``; the SDK's
 retries are off (``retry.py`` is the one retry layer). The helpers at the
 bottom map SDK errors to the project's error kinds and are shared with
@@ -31,6 +33,11 @@ IMAGE_DEFAULTS = {"size": "1024x1536", "quality": "medium", "output_format": "pn
                   "moderation": "auto"}
 # 400 codes that mean "this prompt was refused by the provider's safety system", not "bad request".
 REFUSAL_CODES = ("moderation_blocked", "content_policy_violation", "content_filter", "safety_violation")
+MAX_N = 10  # images per call the Images API allows (dall-e-3: 1)
+
+
+def max_images(model: str) -> int:
+    return 1 if model.startswith("dall-e-3") else MAX_N
 
 
 class OpenAIImageGenerator:
@@ -42,24 +49,28 @@ class OpenAIImageGenerator:
         if self._options["output_format"] not in FORMATS:
             raise ConfigError(f"output_format={self._options['output_format']!r}: use one of {', '.join(FORMATS)}")
         self._client = openai_client(settings)
+        self.max_outputs = max_images(settings.model)
 
     def options(self) -> dict[str, Any]:
         return dict(self._options)
 
     def generate(self, prompt: str, job: Job) -> GeneratedMedia:
-        response = sdk_call(lambda: self._client.images.generate(model=self._model, prompt=prompt, n=1,
+        return self.generate_many(prompt, 1, job)[0]
+
+    def generate_many(self, prompt: str, count: int, job: Job) -> list[GeneratedMedia]:
+        response = sdk_call(lambda: self._client.images.generate(model=self._model, prompt=prompt, n=count,
                                                                  **self._options), "image generation")
         data = getattr(response, "data", None)
         if not data:
             raise TransientJudgeError("the Images API answered without an image", kind="bad_response")
-        if not data[0].b64_json:
+        if not all(item.b64_json for item in data):
             raise FatalJudgeError(f"{self._model} returned no b64_json image (a URL-only model?); use a GPT Image "
                                   "model such as gpt-image-1", kind="no_b64_json")
         try:
-            raw = base64.b64decode(data[0].b64_json, validate=True)
+            raws = [base64.b64decode(item.b64_json, validate=True) for item in data]
         except (binascii.Error, ValueError):
             raise TransientJudgeError("the Images API returned invalid base64", kind="bad_response") from None
-        return GeneratedMedia(raw, FORMATS[self._options["output_format"]])
+        return [GeneratedMedia(raw, FORMATS[self._options["output_format"]]) for raw in raws]
 
     def close(self) -> None:
         self._client.close()

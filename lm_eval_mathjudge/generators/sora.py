@@ -6,7 +6,8 @@ or ``failed``, then ``client.videos.download_content`` for the MP4. The job
 id is recorded before the first poll, so a rerun after a crash or a
 ``poll_timeout`` polls the same job instead of paying for a new one; a job the
 server no longer knows (404) is forgotten and started again. Keys and endpoint
-come from ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``.
+come from ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``. A job renders one video, so the
+k samples of a prompt (``repeats: k``) are k jobs (``max_outputs`` 1).
 
 The SDK marks the videos methods deprecated (OpenAI announced the Sora API's
 shutdown for 2026-09-24); the adapter still works wherever the API is served,
@@ -33,6 +34,7 @@ VIDEO_DEFAULTS = {"seconds": "4", "size": "720x1280"}  # the API's own defaults,
 
 class SoraGenerator:
     kind = "video"
+    max_outputs = 1  # the videos API has no count: one job per sample
 
     def __init__(self, settings: GeneratorSettings, options: dict[str, Any]):
         # One log line instead of a DeprecationWarning per call (see the module docstring).

@@ -6,12 +6,16 @@ Layout under ``media_dir`` (folders 0700, files 0600):
     index.sqlite3        request key -> file; failures worth remembering; started jobs
 
 A request key is the hash of everything that shapes the output: adapter, model,
-normalised options and the exact prompt text (``request_key``). Files are
+normalised options and the exact prompt text (``request_key``), plus the sample
+index when a task asks for k samples per problem (sample 0 has the key it had
+before k samples existed, so older folders keep working). Files are
 written to a temporary name, fsynced and renamed into place, and indexed only
 after the rename: a run killed at any moment leaves either a complete file or
 no index row, never a half-written file that is used. A vendor job id is
 recorded the moment the job is started, so a rerun after a crash polls that job
-instead of paying for a new one.
+instead of paying for a new one; a job that makes several samples at once is
+recorded under each of their keys, and its outputs are indexed, and the job
+released, in one transaction.
 
 The index is SQLite in WAL mode like the judge cache: several processes may
 share one media folder.
@@ -61,9 +65,13 @@ _SCHEMA = (
 )
 
 
-def request_key(adapter: str, model: str, options: dict[str, Any], prompt: str) -> str:
-    blob = json.dumps({"schema": SCHEMA_VERSION, "adapter": adapter, "model": model, "options": options,
-                       "prompt": prompt}, sort_keys=True, ensure_ascii=False)
+def request_key(adapter: str, model: str, options: dict[str, Any], prompt: str, sample: int = 0) -> str:
+    """The key of sample ``sample`` (0..k-1) of one prompt; sample 0's key is the one k=1 runs always had."""
+    recipe: dict[str, Any] = {"schema": SCHEMA_VERSION, "adapter": adapter, "model": model, "options": options,
+                              "prompt": prompt}
+    if sample:
+        recipe["sample"] = sample
+    blob = json.dumps(recipe, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -130,9 +138,47 @@ class MediaStore:
 
     def put(self, key: str, data: bytes, mime_type: str, label: str) -> StoredMedia:
         """Write the bytes under their hash (atomically), then index them for ``key``."""
+        return self.put_many([(key, data, mime_type)], label)[0]
+
+    def put_many(self, entries: list[tuple[str, bytes, str]], label: str,
+                 release: tuple[str, ...] = ()) -> list[StoredMedia]:
+        """Write each (key, bytes, mime) (atomically), then index them all and drop the jobs of their keys and of
+        ``release`` (the other keys of the job that made them) in one transaction."""
+        stored: list[tuple[str, StoredMedia]] = []
+        problem: FatalJudgeError | None = None
+        for key, data, mime_type in entries:
+            try:
+                stored.append((key, self._write(data, mime_type)))
+            except FatalJudgeError as exc:  # a full disk: index what is written (it was paid for), then stop
+                problem = exc
+                break
+
+        def index() -> None:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for key, media in stored:
+                    self._db.execute("INSERT OR REPLACE INTO media VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                     (key, os.path.basename(media.path), media.sha256, media.size, media.mime_type,
+                                      label, time.time()))
+                    self._db.execute("DELETE FROM failures WHERE key = ?", (key,))
+                done = {key for key, _ in stored}
+                for key in done | (set(release) if problem is None else set()):
+                    self._db.execute("DELETE FROM jobs WHERE key = ?", (key,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+        if stored:
+            self._guarded(index)  # not indexed: still this run's answer (the file is whole), made again by a rerun
+        if problem is not None:
+            raise problem
+        return [media for _, media in stored]
+
+    def _write(self, data: bytes, mime_type: str) -> StoredMedia:
         sha = hashlib.sha256(data).hexdigest()
-        name = f"{sha}{EXTENSIONS[mime_type]}"
-        path = os.path.join(self.directory, name)
+        path = os.path.join(self.directory, f"{sha}{EXTENSIONS[mime_type]}")
         if not (os.path.isfile(path) and os.path.getsize(path) == len(data)):
             try:
                 write_atomic(path, data, tmp=os.path.join(self.directory, f"{_TMP_PREFIX}{uuid.uuid4().hex}"))
@@ -144,21 +190,6 @@ class MediaStore:
                     f"{describe_disk_problem(self.directory, exc)}. Nothing more is generated in this run (each "
                     "file would be paid for and lost); free space there, or pass media_dir=... on a disk with "
                     "room, and rerun: the files already stored are reused", kind="disk_full") from None
-
-        def index() -> None:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute("INSERT OR REPLACE INTO media VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                 (key, name, sha, len(data), mime_type, label, time.time()))
-                self._db.execute("DELETE FROM jobs WHERE key = ?", (key,))
-                self._db.execute("DELETE FROM failures WHERE key = ?", (key,))
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
-
-        self._guarded(index)  # not indexed: still this run's answer (the file is whole), made again by a rerun
         return StoredMedia(path, sha, len(data), mime_type)
 
     def _remove_stale_partials(self) -> None:
@@ -187,13 +218,31 @@ class MediaStore:
             row = self._db.execute("SELECT job_id FROM jobs WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
-    def record_job(self, key: str, job_id: str, label: str) -> bool:
-        """A single autocommitted statement: on disk before the first poll (False: the disk refused it)."""
-        return self._guarded(lambda: self._db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?)",
-                                                      (key, job_id, label, time.time())))
+    def record_job(self, key: str | tuple[str, ...], job_id: str, label: str) -> bool:
+        """A single autocommitted statement: on disk before the first poll (False: the disk refused it).
+        A job making several samples is recorded under each of their keys."""
+        keys = (key,) if isinstance(key, str) else key
+        now = time.time()
+        return self._guarded(lambda: self._each("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?)",
+                                                [(k, job_id, label, now) for k in keys]))
 
-    def forget_job(self, key: str) -> None:
-        self._guarded(lambda: self._db.execute("DELETE FROM jobs WHERE key = ?", (key,)))
+    def forget_job(self, key: str | tuple[str, ...]) -> None:
+        keys = (key,) if isinstance(key, str) else key
+        self._guarded(lambda: self._each("DELETE FROM jobs WHERE key = ?", [(k,) for k in keys]))
+
+    def _each(self, statement: str, rows: list[tuple]) -> None:
+        """One statement per row, all or none (the connection autocommits each statement on its own)."""
+        if len(rows) == 1:
+            self._db.execute(statement, rows[0])
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.executemany(statement, rows)
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
 
     def counts(self) -> dict[str, int]:
         with self._lock:

@@ -5,14 +5,18 @@
 then ``client.operations.get`` (Vertex AI ``:fetchPredictOperation``) polls it
 until it is done. A rerun after a crash polls the recorded operation instead
 of starting (and paying for) a new one. The video arrives as bytes in the
-operation's response: no Cloud Storage bucket is involved.
+operation's response: no Cloud Storage bucket is involved. The k samples of a
+prompt (``repeats: k``) are rendered ``number_of_videos`` (wire: ``sampleCount``)
+at a time, up to 4 an operation; the operation is recorded under each sample's
+key, so a rerun polls it once for all of them.
 
 google-genai 3.6 runs ``generate_videos`` only on Vertex AI, so this adapter
 always builds a Vertex AI client (credentials: ``settings.credentials.SERVICES['vertex']``).
 
 Outcomes of a finished operation:
 
-* a video -> returned (the base checks it is a whole MP4 before storing it);
+* videos -> returned (the base checks each is a whole MP4 before storing it; a
+  video the filters removed is missing, and the base asks again for it);
 * ``error`` -> the job is forgotten; rpc codes that mean "busy, try later"
   (RESOURCE_EXHAUSTED, UNAVAILABLE, INTERNAL, DEADLINE_EXCEEDED, ABORTED) are
   transient (a new job is started on retry), a usage-guidelines refusal is
@@ -38,6 +42,7 @@ DEFAULT_DURATION = 8  # seconds; Veo 3 renders 4, 6 or 8, Veo 2 5 to 8
 # google.rpc.Code values after which the same request may well succeed.
 _RETRYABLE_CODES = {4: "DEADLINE_EXCEEDED", 8: "RESOURCE_EXHAUSTED", 10: "ABORTED", 13: "INTERNAL",
                     14: "UNAVAILABLE"}
+MAX_VIDEOS = 4  # number_of_videos (sampleCount) per operation
 
 
 class VeoLM(GeneratorLM):
@@ -52,6 +57,7 @@ class VeoLM(GeneratorLM):
 
 class VeoGenerator:
     kind = "video"
+    max_outputs = MAX_VIDEOS
 
     def __init__(self, settings: GeneratorSettings, options: dict[str, Any]):
         self._model = settings.model
@@ -71,12 +77,15 @@ class VeoGenerator:
         self._client.close()
 
     def generate(self, prompt: str, job: Job) -> GeneratedMedia:
+        return self.generate_many(prompt, 1, job)[0]
+
+    def generate_many(self, prompt: str, count: int, job: Job) -> list[GeneratedMedia]:
         if job.id is None:
-            self._start(prompt, job)
+            self._start(prompt, count, job)
         return job.wait(lambda: self._check(job), f"Veo operation {job.id}")
 
-    def _start(self, prompt: str, job: Job) -> None:
-        config = types.GenerateVideosConfig(number_of_videos=1, **self._options)
+    def _start(self, prompt: str, count: int, job: Job) -> None:
+        config = types.GenerateVideosConfig(number_of_videos=count, **self._options)
         operation = _google.call(lambda: self._client.models.generate_videos(
             model=self._model, source=types.GenerateVideosSource(prompt=prompt), config=config),
             f"{self._model} predictLongRunning")
@@ -84,7 +93,7 @@ class VeoGenerator:
             raise TransientJudgeError(f"{self._model} started a video job without a name", kind="bad_response")
         job.started(operation.name)
 
-    def _check(self, job: Job) -> GeneratedMedia | None:
+    def _check(self, job: Job) -> list[GeneratedMedia] | None:
         try:
             operation = _google.call(lambda: self._client.operations.get(types.GenerateVideosOperation(name=job.id)),
                                      f"polling {job.id}")
@@ -97,7 +106,7 @@ class VeoGenerator:
             return None
         if operation.error:
             raise _operation_error(operation.error, job)
-        return _video(operation.result or operation.response, self._model, job)
+        return _videos(operation.result or operation.response, self._model, job)
 
 
 def _operation_error(error: dict, job: Job) -> Exception:
@@ -112,11 +121,11 @@ def _operation_error(error: dict, job: Job) -> Exception:
     return GenerationFailure(message, kind="job_failed")
 
 
-def _video(result: Any, model: str, job: Job) -> GeneratedMedia:
+def _videos(result: Any, model: str, job: Job) -> list[GeneratedMedia]:
     videos = [g.video for g in (getattr(result, "generated_videos", None) or []) if g.video is not None]
     with_bytes = [v for v in videos if v.video_bytes]
     if with_bytes:
-        return GeneratedMedia(with_bytes[0].video_bytes, with_bytes[0].mime_type or "video/mp4")
+        return [GeneratedMedia(v.video_bytes, v.mime_type or "video/mp4") for v in with_bytes]
     job.forget()
     reasons = list(getattr(result, "rai_media_filtered_reasons", None) or [])
     if reasons or getattr(result, "rai_media_filtered_count", None):

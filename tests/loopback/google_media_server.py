@@ -19,6 +19,12 @@ Routes (any API version ``v1*``; with or without ``projects/P/locations/L/`` and
 ``{"code": 3, "message": ...}``), ``polls`` (fetches before a Veo operation is
 done), ``cut`` (send only the first N bytes of the body, then hang up).
 
+``parameters.sampleCount`` (Imagen ``number_of_images``, Veo ``number_of_videos``)
+asks for several outputs: each is ``media_outputs.variant`` of the responder's
+bytes (distinct files, numbered over the prompt's outputs), fewer after
+``outputs.limit(count)``; ``outputs.count(kind)`` says how many were made (a Veo
+operation's when it is created).
+
 ``POST /token`` plays Google's OAuth token endpoint for application default
 credentials whose ``token_uri`` points here (``adc_file``), so the Vertex AI
 project/location path runs with a bearer token and no network.
@@ -41,6 +47,7 @@ from urllib.parse import urlsplit
 
 from ._base import Fault, LoopbackServer, Reply, _Handler
 from .gemini_server import _STATUS_NAMES
+from .media_outputs import Outputs, variant
 
 _MODEL = r"^/v1\w*/(?:projects/[^/]+/locations/[^/]+/)?(?:publishers/google/)?models/(?P<model>[^/:]+)"
 _ROUTES = {
@@ -87,6 +94,7 @@ class _Operation:
     model: str
     spec: dict
     polls_left: int
+    numbers: range = range(1)  # the videos it returns, numbered among its prompt's outputs
     fetches: int = 0
 
 
@@ -108,6 +116,7 @@ class GoogleMediaServer(LoopbackServer):
         super()._clear()
         self._poll_faults: deque[Fault] = deque()
         self._operations: dict[str, _Operation] = {}
+        self.outputs = Outputs()
 
     @property
     def url(self) -> str:
@@ -192,11 +201,17 @@ class GoogleMediaServer(LoopbackServer):
             return Reply(spec["status"], self.error_body(spec["status"], spec.get("message"), {}))
         if kind == "content":
             return self._finish(spec, _content_response(model, spec))
+        asked = int((body.get("parameters") or {}).get("sampleCount") or 1)
+        count = self.outputs.take(asked)
+        made = spec.get("image" if kind == "imagen" else "video") is not None and not spec.get("rai_reason") \
+            and not spec.get("error")
+        prompt = str(((body.get("instances") or [{}])[0]).get("prompt"))
+        numbers = self.outputs.numbers(kind, prompt, count if made else 0, asked)
         if kind == "imagen":
-            return self._finish(spec, _imagen_response(spec))
+            return self._finish(spec, _imagen_response(spec, numbers))
         name = f"{PROJECT}/publishers/google/models/{model}/operations/{next(self._ids):04d}-loopback"
         with self._lock:
-            self._operations[name] = _Operation(name, model, spec, int(spec.get("polls", 2)))
+            self._operations[name] = _Operation(name, model, spec, int(spec.get("polls", 2)), numbers)
         return Reply(200, {"name": name})
 
     @staticmethod
@@ -218,7 +233,7 @@ class GoogleMediaServer(LoopbackServer):
             return Reply(200, {"name": name, "done": False,
                                "metadata": {"@type": "type.googleapis.com/google.cloud.aiplatform.v1beta1."
                                                      "GenericOperationMetadata"}})
-        return self._finish(operation.spec, _operation_response(name, operation.spec))
+        return self._finish(operation.spec, _operation_response(name, operation.spec, operation.numbers))
 
 
 def _content_response(model: str, spec: dict) -> dict:
@@ -236,16 +251,17 @@ def _content_response(model: str, spec: dict) -> dict:
             "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 1290, "totalTokenCount": 1330}}
 
 
-def _imagen_response(spec: dict) -> dict:
+def _imagen_response(spec: dict, numbers: range = range(1)) -> dict:
     if spec.get("rai_reason"):
         # What Vertex answers with includeRaiReason when every image was filtered.
         return {"predictions": [{"raiFilteredReason": spec["rai_reason"]}]}
     if spec.get("image") is None:
         return {}  # all filtered, no reason asked for
-    return {"predictions": [{"bytesBase64Encoded": _b64(spec["image"]), "mimeType": spec.get("mime_type", "image/png")}]}
+    return {"predictions": [{"bytesBase64Encoded": _b64(variant(spec["image"], i)),
+                             "mimeType": spec.get("mime_type", "image/png")} for i in numbers]}
 
 
-def _operation_response(name: str, spec: dict) -> dict:
+def _operation_response(name: str, spec: dict, numbers: range = range(1)) -> dict:
     if spec.get("error"):
         return {"name": name, "done": True, "error": spec["error"]}
     response: dict[str, Any] = {"@type": "type.googleapis.com/cloud.ai.large_models.vision.GenerateVideoResponse"}
@@ -254,7 +270,8 @@ def _operation_response(name: str, spec: dict) -> dict:
     elif spec.get("gcs_only"):
         response["videos"] = [{"gcsUri": "gs://loopback-bucket/sample_0.mp4", "mimeType": "video/mp4"}]
     else:
-        response["videos"] = [{"bytesBase64Encoded": _b64(spec["video"]), "mimeType": "video/mp4"}]
+        response["videos"] = [{"bytesBase64Encoded": _b64(variant(spec["video"], i)), "mimeType": "video/mp4"}
+                              for i in numbers]
     return {"name": name, "done": True, "response": response}
 
 

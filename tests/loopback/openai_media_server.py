@@ -3,7 +3,8 @@
 Point the SDK at it with ``OPENAI_BASE_URL=server.url`` (or
 ``openai.OpenAI(base_url=server.url)``). Routes:
 
-* ``POST /v1/images/generations`` (JSON) -> ``{"created", "data": [{"b64_json"}], "usage", ...}``
+* ``POST /v1/images/generations`` (JSON) -> ``{"created", "data": [{"b64_json"}] * n, "usage", ...}``:
+  ``n`` images (``media_outputs.variant``: distinct bytes each), fewer after ``outputs.limit(count)``
 * ``POST /v1/videos`` (multipart form: prompt, model, seconds, size) -> a ``video`` job, ``queued``
 * ``GET /v1/videos/{id}`` -> the job: ``queued``, then ``in_progress`` for ``polls`` polls, then
   ``completed`` (or ``failed`` with an ``error`` object)
@@ -32,6 +33,7 @@ from typing import Any, Callable, Union
 from urllib.parse import urlsplit
 
 from ._base import Fault, LoopbackServer, Reply, _Handler, _HTTPServer
+from .media_outputs import Outputs, variant
 
 _IMAGES = "/v1/images/generations"
 _VIDEOS = "/v1/videos"
@@ -116,6 +118,7 @@ class OpenAIMediaServer(LoopbackServer):
         super()._clear()
         self._route_faults: dict[str, deque] = {route: deque() for route in ROUTES}
         self._jobs: dict[str, _Job] = {}
+        self.outputs = Outputs()  # images returned (route "images"); outputs.limit(k): a short return
 
     @property
     def url(self) -> str:
@@ -197,9 +200,12 @@ class OpenAIMediaServer(LoopbackServer):
         if error:
             return error
         words = len(str(body.get("prompt", "")).split())
+        asked = int(body.get("n") or 1)
+        numbers = self.outputs.numbers("images", str(body.get("prompt")), self.outputs.take(asked), asked)
+        data = [{"b64_json": base64.b64encode(variant(spec["image"], i)).decode()} for i in numbers]
         return Reply(200, {"created": int(time.time()), "background": body.get("background"),
                            "output_format": body.get("output_format", "png"), "quality": body.get("quality"),
-                           "size": body.get("size"), "data": [{"b64_json": base64.b64encode(spec["image"]).decode()}],
+                           "size": body.get("size"), "data": data,
                            "usage": {"input_tokens": words, "output_tokens": 1056, "total_tokens": words + 1056,
                                      "input_tokens_details": {"text_tokens": words, "image_tokens": 0}}})
 
