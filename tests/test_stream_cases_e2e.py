@@ -21,7 +21,7 @@ from tests.conftest import SHARED_DATA, read_jsonl
 from tests.e2e import exact_match_judge, question_of, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 
-pytestmark = [pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_versions]  # CacheHook, filters and repeats through compat.py
 
 TASK = "gsm8k_gpt4em"
 N = 16
