@@ -29,7 +29,10 @@ DOC_A = [(r"So the probability is \boxed{1/2}", True), ("The answer is 0.5.", Tr
 # A hedge (two answers) is never grouped; word-for-word repeats are one request anyway.
 DOC_B = [("It is 1/2 or 0.25.", False), (r"Hence \boxed{1/2}", True), (r"Hence \boxed{1/2}", True),
          ("The answer is 0.5.", True)]
-GRADES = dict(DOC_A + DOC_B)
+# Two equivalent wrong answers the rule stage of a cascade rejects: the second takes the first's LLM verdict.
+DOC_C = [("The answer is 0.25.", False), (r"So it is $\frac14$.", False), (r"Hence \boxed{1/2}", True),
+         ("I think 1/4, or maybe 1/2.", False)]
+GRADES = dict(DOC_A + DOC_B + DOC_C)
 
 
 # ---------------------------------------------------------------------- grouping (pure)
@@ -104,8 +107,9 @@ def _request(response: str) -> JudgeRequest:
 
 
 def _grade(body: dict) -> str:
-    student = body["messages"][-1]["content"].split("### Student's solution", 1)[1].split("### How to grade")[0]
-    correct = GRADES[student.strip()]
+    """A careful judge: equivalent answers get the same grade (the table), a hedge is wrong."""
+    prompt = body["messages"][-1]["content"]
+    correct = GRADES[max((text for text in GRADES if text in prompt), key=len)]
     return (f"Error Analysis: the student's final answer {'equals' if correct else 'differs from'} 1/2.\n"
             f"Final Verdict: {'Correct' if correct else 'Incorrect'}")
 
@@ -217,21 +221,22 @@ def test_a_failed_first_call_lets_the_waiter_ask_itself():
 # ---------------------------------------------------------------------- lm_eval, k = 4, replayed answers
 TASK = "math500_gpt4em"
 QUESTIONS = ["A fair coin is tossed once. What is the probability that it shows heads?",
-             "Two of four equally likely cards are red. What is the probability that a card drawn is red?"]
+             "Two of four equally likely cards are red. What is the probability that a card drawn is red?",
+             "A fair die shows an even number. What is the probability that it is at most 3?"]
 
 
-def _run(tmp_path, dedupe: str, extra: dict | None = None, task: str = TASK):
+def _run(tmp_path, dedupe: str, extra: dict | None = None, task: str = TASK, docs=(DOC_A, DOC_B)):
     from tests.e2e import CANARY_KEY, run_lm_eval
     from tests.loopback import ChatCompletionsServer
 
     root = write_data_slice(tmp_path / "data", 1)
     rows = [{"problem": q, "solution": f"Half of the outcomes qualify, so $\\boxed{{{HALF}}}$.", "answer": HALF,
              "subject": "Counting & Probability", "level": 1, "unique_id": f"test/dedupe/{i}.json"}
-            for i, q in enumerate(QUESTIONS)]
+            for i, q in enumerate(QUESTIONS[:len(docs)])]
     (root / "math500" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     replay = tmp_path / "answers.jsonl"
     replay.write_text("".join(json.dumps({"question": q, "responses": [t for t, _ in doc]}) + "\n"
-                              for q, doc in zip(QUESTIONS, (DOC_A, DOC_B))))
+                              for q, doc in zip(QUESTIONS, docs)))
     with ChatCompletionsServer(_grade) as judge:
         metadata = {"repeats": 4, "judge_dedupe": dedupe, "judge_base_url": judge.url, "judge_preflight": False,
                     **(extra or {})}
@@ -274,24 +279,33 @@ def test_k4_dedupe_through_lm_eval(tmp_path, dedupe, calls, saved, shared_from):
     assert row[1:5] == ["8", "1", str(saved), str(calls)]
 
 
-def test_k4_dedupe_dry_run_estimates_only_the_calls_made(tmp_path):
-    run, made = _run(tmp_path, "answer", {"judge_dry_run": True})
+@pytest.mark.parametrize("dedupe, calls", [("off", 7), ("answer", 4)])
+def test_k4_dedupe_dry_run_estimates_only_the_calls_made(tmp_path, dedupe, calls):
+    run, made = _run(tmp_path, dedupe, {"judge_dry_run": True})
     assert run.returncode == 0, run.stderr[-3000:]
     assert made == 0
-    assert "4 requests" in run.stderr or " 4 " in next(line for line in run.stderr.splitlines()
-                                                       if line.startswith(TASK))
+    assert f"Estimate: {calls} judge call(s)" in run.stderr
+    row = next(line.split() for line in run.stderr.splitlines() if line.startswith(TASK + " "))
+    assert row[3] == str(calls)  # the estimate table's calls column
 
 
-def test_k4_dedupe_with_the_cascade_lets_the_rule_stage_decide_first(tmp_path):
-    """The rule accepts the three ways of writing 1/2; 0.25 and the hedge reach the LLM stage, each alone."""
-    run, made = _run(tmp_path, "answer", {"judge_cascade": True})
+@pytest.mark.parametrize("dedupe, calls, shared_from", [
+    ("off", 2 + 3, [[None] * 4] * 3),
+    # DOC_C: 0.25 and \frac14 are one answer the rule rejects: one LLM call for both; the hedge alone
+    ("answer", 2 + 2, [[None] * 4, [None] * 4, [None, 0, None, None]]),
+])
+def test_k4_dedupe_with_the_cascade_lets_the_rule_stage_decide_first(tmp_path, dedupe, calls, shared_from):
+    """The rule accepts every way of writing 1/2 (decided there, whatever its group); the rest reach the LLM."""
+    run, made = _run(tmp_path, dedupe, {"judge_cascade": True}, docs=(DOC_A, DOC_B, DOC_C))
     assert run.returncode == 0, run.stderr[-3000:]
     records = _records(run)
     stages = [[r.get("stage") for r in doc] for doc in records]
-    assert stages == [["rule", "rule", "rule", "llm"], ["llm", "rule", "rule", "rule"]]
-    assert made == 2
-    assert [[r["verdict"]["correct"] for r in doc] for doc in records] == [[g for _, g in DOC_A], [g for _, g in DOC_B]]
-    assert all("verdict_shared_from_sample" not in r for doc in records for r in doc)
+    assert stages == [["rule", "rule", "rule", "llm"], ["llm", "rule", "rule", "rule"], ["llm", "llm", "rule", "llm"]]
+    assert made == calls
+    assert [[r["verdict"]["correct"] for r in doc] for doc in records] == [[g for _, g in d] for d in (DOC_A, DOC_B, DOC_C)]
+    assert [[r.get("verdict_shared_from_sample") for r in doc] for doc in records] == shared_from
+    meta = run.results()["configs"][TASK]["metadata"]["judge"]
+    assert meta["run"]["calls_saved_by_dedupe"] == (1 if dedupe == "answer" else 0)
 
 
 def test_vlm_task_refuses_judge_dedupe_before_generating(tmp_path):
