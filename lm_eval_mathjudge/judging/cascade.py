@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome
-from .flights import Flights
+from .flights import Flights, wait_limit
 from .members import Members
 
 METRICS = {"gpt4_exact_match": "cascade_exact_match"}  # judge metric -> its name under a cascade
@@ -90,7 +90,7 @@ class Cascade(Members):
         asked, shared = self._llm_request(key, request)
         llm_key = self._llm.key(asked)
         self._llm.count_requests(1, 0 if shared else 1)
-        second, _ = self._asked.run(llm_key, lambda: self._llm.judge_one(llm_key, asked), self._llm.wait_limit)
+        second, _ = self._asked.run(llm_key, lambda: self._llm.judge_one(llm_key, asked), wait_limit(self._llm))
         with self._lock:
             self._second[llm_key] = second
             self.decided["llm"] += 1

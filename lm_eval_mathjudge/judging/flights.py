@@ -13,6 +13,13 @@ import threading
 from concurrent.futures import Future, TimeoutError as FutureTimeout
 from typing import Any, Callable
 
+DEFAULT_WAIT_S = 600.0  # the wait for a judge that does not say how long its calls can take (a stand-in judge)
+
+
+def wait_limit(judge: Any) -> float:
+    """How long an identical request waits for ``judge``'s call in flight: the longest that call can take."""
+    return getattr(judge, "wait_limit", DEFAULT_WAIT_S)
+
 
 class Flights:
     """One call per key at a time; ``keep=True`` also keeps each finished result (one judge pass)."""

@@ -43,10 +43,9 @@ from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome, clean_text
 from ..cost.ledger import Ledger
 from ..cost.spend import Part
-from .flights import Flights
+from .flights import Flights, wait_limit
 
 log = logging.getLogger(__name__)
-DEFAULT_WAIT_S = 600.0  # a judge that cannot say how long its calls take (a stand-in judge)
 
 
 @dataclass(frozen=True)
@@ -258,7 +257,7 @@ def _judge_slot(job: Job, key: str) -> Outcome:
 
 def _wait_limit(job: Job) -> float:
     """How long a task waits for another task's call of the same request: the longest its judge can take."""
-    return sum(getattr(member, "wait_limit", DEFAULT_WAIT_S) for member in job.members)
+    return sum(wait_limit(member) for member in job.members)
 
 
 def judge_all(client: Any, requests: Sequence[JudgeRequest], desc: str = "judging", progress: bool = True,
