@@ -8,7 +8,9 @@ is judged as a slot of its own (identical responses share one request key, so th
 are judged once, and counted); the samples file then holds the k per-sample records of a
 doc in ``filtered_resps``, and the doc's metrics are ``core.samples.problem_metrics``.
 The final answers of a doc's k samples are grouped by equivalence in the local rule's
-worker process (``backends.local``), bounded in time like any local judgement.
+worker process (``backends.local``), bounded in time like any local judgement; with
+``judge_dedupe=answer`` the grouping is done before judging (``leaders``), so the samples of
+one group share one verdict, and the same groups then count the majority vote.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Iterator
 from .. import compat
 from ..core.errors import ConfigError, JudgeRefusal
 from ..core.judges import JUDGE_FAILED, Judge
-from ..core.samples import KSpec, identical, problem_metrics
+from ..core.samples import KSpec, identical, problem_metrics, verdict_leaders
 from ..settings.schema import MAX_REPEATS, RunOptions
 
 log = logging.getLogger(__name__)
@@ -119,10 +121,35 @@ def key_of(value: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- per-problem metrics
-def finish(instances, spec: KSpec, scores: dict, task_name: str, classes_of=None) -> dict[str, Any]:
+def answer_classes(docs: list[tuple[Any, str, list[str]]], task_name: str,
+                   classes_of=None) -> dict[tuple[int, str], list[int | None]]:
+    """(instance, filter key, its k texts) -> each text's answer class (the local rule's), by (id(instance), key).
+    A doc whose answers the rule cannot group gets no class at all: no majority, nothing shared."""
+    out = {}
+    with (classes_of or _local_classes)() as group:
+        for inst, key, texts in docs:
+            try:
+                out[(id(inst), key)] = group(inst.doc, texts)
+            except JudgeRefusal as exc:  # unsure: no majority for this problem, counted
+                log.warning("%s: doc %s: the answers of its samples could not be grouped (%s); no majority, "
+                            "no verdict shared", task_name, inst.doc_id, exc)
+                out[(id(inst), key)] = [None] * len(texts)
+    return out
+
+
+def leaders(docs: list[tuple[Any, str, list[str]]], classes: dict[tuple[int, str], list[int | None]],
+            first_slot: list[int]) -> dict[int, int]:
+    """``judge_dedupe=answer``: slot -> the slot whose verdict it shares; ``first_slot[d]`` is doc d's sample 0."""
+    return {first_slot[d] + j: first_slot[d] + lead
+            for d, (inst, key, _) in enumerate(docs)
+            for j, lead in verdict_leaders(classes[(id(inst), key)]).items()}
+
+
+def finish(instances, spec: KSpec, scores: dict, task_name: str, classes_of=None,
+           known: dict[tuple[int, str], list[int | None]] | None = None) -> dict[str, Any]:
     """Score every doc from its k records (``scores``: record -> per-sample scores; the doc's metrics are
-    added under the doc's key) and return the run's k-sample summary for the results' metadata."""
-    classes_of = classes_of or _local_classes
+    added under the doc's key) and return the run's k-sample summary for the results' metadata.
+    ``known``: the answer classes already computed before judging (``answer_classes``)."""
     summary = {"k": spec.k, "pass_at": list(spec.pass_at), "problems": 0, "samples": 0, "identical_responses": 0,
                "maj": {"ties": 0, "tied_docs": [], "no_answer": 0, "no_answer_docs": []}}
     docs = []
@@ -130,23 +157,19 @@ def finish(instances, spec: KSpec, scores: dict, task_name: str, classes_of=None
         for key, records in inst.filtered_resps.items():
             fields = [json.loads(r) for r in records]
             docs.append((inst, key, records, [f["response"] for f in fields]))
-    with classes_of() as group:
-        for inst, key, records, texts in docs:
-            try:
-                classes = group(inst.doc, texts)
-            except JudgeRefusal as exc:  # unsure: no majority for this problem, counted
-                log.warning("%s: doc %s: the answers of its samples could not be grouped (%s); maj@%d scores 0",
-                            task_name, inst.doc_id, exc, spec.k)
-                classes = [None] * len(texts)
-            metrics, vote = problem_metrics(spec, [scores[r] for r in records], classes)
-            scores[key_of(records)] = metrics
-            summary["problems"] += 1
-            summary["samples"] += len(records)
-            summary["identical_responses"] += identical(texts)
-            if vote.tied > 1:
-                _count(summary["maj"], "ties", "tied_docs", inst.doc_id)
-            elif vote.tied == 0:
-                _count(summary["maj"], "no_answer", "no_answer_docs", inst.doc_id)
+    if known is None or any((id(inst), key) not in known for inst, key, _, _ in docs):
+        known = answer_classes([(inst, key, texts) for inst, key, _, texts in docs], task_name, classes_of)
+    for inst, key, records, texts in docs:
+        classes = known[(id(inst), key)]
+        metrics, vote = problem_metrics(spec, [scores[r] for r in records], classes)
+        scores[key_of(records)] = metrics
+        summary["problems"] += 1
+        summary["samples"] += len(records)
+        summary["identical_responses"] += identical(texts)
+        if vote.tied > 1:
+            _count(summary["maj"], "ties", "tied_docs", inst.doc_id)
+        elif vote.tied == 0:
+            _count(summary["maj"], "no_answer", "no_answer_docs", inst.doc_id)
     if summary["maj"]["ties"]:
         log.warning("%s: maj@%d is tied on %d problem(s) (docs %s); each scores the mean verdict of its tied "
                     "answers", task_name, spec.k, summary["maj"]["ties"], summary["maj"]["tied_docs"])

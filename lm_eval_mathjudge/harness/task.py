@@ -86,6 +86,8 @@ class JudgedTask(TaskBase):
         self._fatal = None
         self._filtered: tuple[Any] | None = None  # (what apply_filters returns), once the filters ran
         self._judged: tuple[list[tuple[Any, str]], Job] | None = None  # (slots, this task's share of the pass)
+        self._shares: dict[int, int] = {}  # judge_dedupe=answer: slot -> the slot whose verdict it may share
+        self._classes: dict | None = None  # the answer classes of each doc's k samples, once grouped
         self._members_open: list[JudgeClient] = []
         self._media_dirs: tuple[str, ...] | None = None  # where media may be attached from (_media_roots)
         self.world = ranks.World()  # the ranks lm-eval shards the docs over (set when the requests are built)
@@ -267,9 +269,11 @@ class JudgedTask(TaskBase):
 
     def judge_spec(self) -> TaskSpec:
         """What the run's pool judges for this task: its filtered responses, as judge requests (with
-        repeats k, each of a doc's k samples is a slot of its own; identical ones share one request key)."""
+        repeats k, each of a doc's k samples is a slot of its own; identical ones share one request key;
+        with judge_dedupe=answer, the samples of a doc with equivalent final answers share one verdict)."""
         self._filter()
         slots = list(ksamples.slots(self._instances, self._k))
+        self._shares, self._classes = self._answer_groups(slots)
 
         def render(i: int) -> JudgeRequest | Outcome:
             inst, key, j = slots[i]
@@ -281,7 +285,21 @@ class JudgedTask(TaskBase):
         audit = (self._audit_key(), self._audit_parts) if self._options.audit else None
         return TaskSpec(name=self.config.task, judge=self._client, members=tuple(self._members_open),
                         slots=len(slots), render=render, record=record,
-                        cache_dir=self._settings.resolved_cache_dir(), audit=audit, world=self.world)
+                        cache_dir=self._settings.resolved_cache_dir(), audit=audit, world=self.world,
+                        shares=self._shares)
+
+    def _answer_groups(self, slots: list[tuple[Any, str, int | None]]) -> tuple[dict[int, int], dict | None]:
+        """judge_dedupe=answer with k samples: each doc's answer classes (the local rule's, as maj@k groups
+        them) and the slots that may share the verdict of the first sample of their class."""
+        if self._k is None or self._options.dedupe != "answer":
+            return {}, None
+        docs, firsts = [], []
+        for i, (inst, key, j) in enumerate(slots):
+            if j == 0:
+                docs.append((inst, key, [_as_text(ksamples.response(inst, key, jj)) for jj in range(self._k.k)]))
+                firsts.append(i)
+        classes = ksamples.answer_classes(docs, self.config.task)
+        return ksamples.leaders(docs, classes, firsts), classes
 
     def _finish(self) -> None:
         """Write this task's outcomes into its instances, scores and metadata; raise for its own failures only."""
@@ -292,9 +310,13 @@ class JudgedTask(TaskBase):
                                 + recovery.keep_generations(self._settings.resolved_cache_dir())) from job.error
         outcomes = job.slot_outcomes()
         flagged = []
-        for (inst, key, j), outcome in zip(slots, outcomes):
+        for i, ((inst, key, j), outcome) in enumerate(zip(slots, outcomes)):
             response = _as_text(ksamples.response(inst, key, j))
-            fields = {**self._record(response, outcome), **outcome.detail}
+            detail = dict(outcome.detail)
+            leader = job.shared.get(i, self._shares.get(i) if detail.pop("shared", False) else None)
+            fields = {**self._record(response, outcome), **detail}
+            if leader is not None:  # judge_dedupe=answer: the verdict of an equivalent answer, not its own
+                fields["verdict_shared_from_sample"] = slots[leader][2]
             record = json.dumps(fields, ensure_ascii=False)
             scores = self._judge.scores(outcome.verdict)
             self._scores[record] = cascade.rename(scores) if self._options.cascade else scores
@@ -325,6 +347,7 @@ class JudgedTask(TaskBase):
         self._members_open = []
         self._media_dirs = None
         self._judged = None  # its outcomes are in the instances now; the keys can go
+        self._shares, self._classes = {}, None
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -373,7 +396,8 @@ class JudgedTask(TaskBase):
         """repeats > 1: each doc's k-sample metrics from its k records, and the k-sample summary."""
         if self._k is not None:
             self.config.metadata["judge"]["k_samples"] = ksamples.finish(self._instances, self._k, self._scores,
-                                                                         self.config.task)
+                                                                         self.config.task, known=self._classes)
+            self._classes = None
 
     def _media_roots(self) -> tuple[str, ...]:
         """Folders media may be attached from: the generator's, then the judge_media_dirs setting."""

@@ -24,7 +24,9 @@ Every reply is cleaned (invalid Unicode replaced) and scrubbed of credentials
 before it is cached, parsed or shown; every error message is scrubbed before
 it reaches an ``Outcome``. Processes sharing a cache share in-flight calls
 through the cache's leases: a key another process is already paying for is
-waited for, not asked again.
+waited for, not asked again; inside the process, a key already in flight in this
+client is waited for the same way (``flights.py``), so two identical requests
+asked at once never race as two cache misses.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from ..core.types import Backend, JudgeRequest, Outcome, Reply, clean_reply, cle
 from ..settings.schema import JudgeSettings, judge_label
 from . import preflight
 from .cache import ReplyCache, request_key
+from .flights import Flights
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +119,7 @@ class JudgeStats:
     retries: int = 0
     rate_limited: int = 0  # retries caused by a 429
     shared: int = 0  # replies another process paid for while this one waited
+    in_flight: int = 0  # identical requests that waited for this client's call already in flight
     failures: Counter = field(default_factory=Counter)
     usage: Counter = field(default_factory=Counter)
     batch: Counter = field(default_factory=Counter)  # judge_mode=batch: submitted, succeeded, failed, expired, ...
@@ -127,6 +131,7 @@ class JudgeStats:
         return {"requests": self.requests, "unique_requests": self.unique, "cache_hits": self.cache_hits,
                 "judge_calls": self.calls, "retries": self.retries, "rate_limited": self.rate_limited,
                 "shared_with_other_processes": self.shared, "failures": dict(self.failures),
+                **({"shared_in_flight": self.in_flight} if self.in_flight else {}),
                 "usage": dict(self.usage),
                 **({"batch": dict(self.batch), "batch_usage": dict(self.batch_usage)} if self.batch else {}),
                 **({"cache_failures": dict(self.cache_failures)} if self.cache_failures else {}),
@@ -152,6 +157,7 @@ class JudgeClient:
         self._fatal: FatalJudgeError | None = None
         self._bar: Any = None
         self._settled: dict[str, JudgeCallError] = {}  # batch mode: keys whose sample ends without an online call
+        self._flights = Flights()  # a key in flight here is waited for, not sent twice
         self.stats = JudgeStats()
         if settings.mode == "batch":  # refuse a batch mode that cannot work before anything is generated
             from .batch import check
@@ -230,7 +236,15 @@ class JudgeClient:
         return [key] + [f"{key}:ask{ask}" for ask in range(1, PARSE_ASKS)]
 
     def judge_one(self, key: str, request: JudgeRequest) -> Outcome:
-        """Judge one unique request: cache first, then calls (one re-ask after an off-contract reply)."""
+        """Judge one unique request: cache first, then calls (one re-ask after an off-contract reply).
+        The same key asked again while its first ask is in flight waits for it (bounded) instead."""
+        outcome, shared = self._flights.run(key, lambda: self._judge_one(key, request), self.wait_limit)
+        if shared:
+            with self._lock:
+                self.stats.in_flight += 1
+        return outcome
+
+    def _judge_one(self, key: str, request: JudgeRequest) -> Outcome:
         if key in self._settled:  # batch mode: a refusal, or a failure batch_fallback=fail counts
             return outcome_from_error(self._settled[key])
         keys = self._ask_keys(key)
@@ -311,6 +325,12 @@ class JudgeClient:
             self._cache.put(key, reply, self._judge_label)
         except sqlite3.Error as exc:  # the reply is paid and still used; only the cache copy is lost
             log.warning("could not store a judge reply in the cache (%s); this sample is still judged", exc)
+
+    @property
+    def wait_limit(self) -> float:
+        """The longest one ``judge_one`` can take (every ask, every attempt and backoff): how long an
+        identical request waits for it."""
+        return self._lease_seconds * PARSE_ASKS
 
     @property
     def _lease_seconds(self) -> float:

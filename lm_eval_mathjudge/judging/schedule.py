@@ -11,6 +11,14 @@ Early calls (``Early``): with ``judge_stream`` a task's requests start as the mo
 generation, through the same ``judge_one`` (cache, limits, retries, stats); the pass then takes
 each such key's outcome from its call instead of asking again, so it only waits for what is in flight.
 
+Identical requests are judged once, and counted (``duplicate_requests``): within a task by their
+key (each unique key is handed out once), and across the tasks of a pass by ``Flights``: a key
+another task of the pass already judged, or is judging, is taken from that task instead of asked
+again. A task may also name slots that share another slot's verdict (``TaskSpec.shares``:
+``judge_dedupe=answer``, harness/task.py): such a slot takes its leader's key, so only the leader
+is judged (``calls_saved_by_dedupe``), and the dry run and the budget count only the leader. A judge
+with ``share`` (the cascade) decides itself what it shares: its rule stage still looks at every slot.
+
 Streaming: a request is rendered to compute its key, then dropped; a worker renders it again right
 before its call. What stays per sample is a key (and an outcome once judged), not a prompt, so
 memory does not grow with prompt size.
@@ -18,6 +26,7 @@ memory does not grow with prompt size.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import threading
@@ -25,7 +34,7 @@ import time
 from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from ..calls import stop
 from ..calls.workers import run_bounded
@@ -34,6 +43,7 @@ from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome, clean_text
 from ..cost.ledger import Ledger
 from ..cost.spend import Part
+from .flights import Flights, wait_limit
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +67,7 @@ class TaskSpec:
     cache_dir: str = ""  # where a stop says the generations were kept
     audit: tuple[str, Callable[[], list[Part]]] | None = None  # (key, parts) of the judge audit run after it
     world: World = World()  # the ranks lm-eval sharded the docs over (core/ranks.py)
+    shares: Mapping[int, int] = field(default_factory=dict)  # slot -> the earlier slot whose verdict it shares
 
 
 @dataclass
@@ -77,13 +88,19 @@ class Job:
     error: BaseException | None = None  # an unexpected error while judging this task (raised by it)
     cost: dict[str, Any] | None = None
     run_stats: dict[str, Any] | None = None  # the judge's stats, failures per sample, summed over every rank
+    duplicates: int = 0  # requests that repeat another word for word (this task's, or another task's in the pass)
+    saved: int = 0  # calls saved by sharing a leader's verdict (TaskSpec.shares)
+    shared: dict[int, int] = field(default_factory=dict)  # slot -> the slot whose verdict it took
+    followers: set[int] = field(default_factory=set)  # slots a ``share``-ing judge (the cascade) may share
 
     @classmethod
     def build(cls, name: str, client: Any, slots: int, render: Callable[[int], JudgeRequest | Outcome],
-              members: Sequence[Any] | None = None) -> "Job":
-        """Render each slot once to key it; keep the key, drop the request."""
+              members: Sequence[Any] | None = None, shares: Mapping[int, int] | None = None) -> "Job":
+        """Render each slot once to key it; keep the key, drop the request. A slot of ``shares`` takes its
+        leader's key (both judged requests), or, for a judge that shares itself, is handed to it."""
         job = cls(name=name, client=client, keys=[], skipped={}, render=render,
                   members=tuple(members) if members is not None else (client,))
+        own: set[str] = set()
         for i in range(slots):
             built = render(i)
             if isinstance(built, Outcome):
@@ -91,18 +108,36 @@ class Job:
                 job.skipped[i] = built
                 continue
             key = client.key(built)
+            own.add(key)
+            leader = (shares or {}).get(i)
+            if leader is not None and leader < i and job.keys[leader] is not None and job.keys[leader] != key:
+                if hasattr(client, "share"):  # the cascade: its rule stage judges this slot first
+                    client.share(built, job.render, leader)
+                    job.followers.add(i)
+                else:
+                    key = job.keys[leader]
+                    job.shared[i] = leader
             job.keys.append(key)
             job.first_slot.setdefault(key, i)
-        client.count_requests(len(job.keys) - len(job.skipped), len(job.first_slot))
+        judged = len(job.keys) - len(job.skipped)
+        job.duplicates, job.saved = judged - len(own), len(own) - len(job.first_slot)
+        client.count_requests(judged, len(job.first_slot))
         return job
 
     @classmethod
     def of(cls, spec: TaskSpec) -> "Job":
-        return cls.build(spec.name, spec.judge, spec.slots, spec.render, spec.members)
+        return cls.build(spec.name, spec.judge, spec.slots, spec.render, spec.members, spec.shares)
+
+    def calls_saved(self) -> int:
+        """Calls saved by shared verdicts: the leaders' keys taken, and what a sharing judge saved."""
+        return self.saved + getattr(self.client, "saved_by_sharing", 0)
 
     def requests(self) -> Iterator[tuple[str, JudgeRequest]]:
-        """The unique (key, request) items, rendered one at a time."""
+        """The unique (key, request) items, rendered one at a time (a slot that may share its leader's
+        verdict is left out: its leader is the request that is sent)."""
         for key, slot in self.first_slot.items():
+            if slot in self.followers:
+                continue
             request = self.render(slot)
             if isinstance(request, JudgeRequest):
                 yield key, request
@@ -174,6 +209,7 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
     """
     schedule = Schedule(jobs)
     concurrency = max((job.client.concurrency for job in jobs), default=1)
+    judged = Flights(keep=True)  # a key is judged once in the pass, whichever task asks first
 
     def one(_slot: int) -> None:
         job, key = schedule.next()
@@ -181,19 +217,25 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
             return
         started = time.monotonic()
         call = early.take(key) if early is not None else None
+        # started as its generation arrived: wait for it
+        early_call = call if call is not None and not call.cancelled() else None
+        # a follower's outcome depends on this task's sharing: never handed to another task
+        flight = key if job.first_slot[key] not in job.followers else f"{id(job)}:{key}"
         try:
-            if call is not None and not call.cancelled():  # started as its generation arrived: wait for it
-                outcome = call.result()
-            else:
-                request = job.render(job.first_slot[key])
-                # Rendered differently the second time (a media file changed meanwhile): that outcome stands.
-                outcome = request if isinstance(request, Outcome) else job.client.judge_one(key, request)
+            outcome, shared = judged.run(flight, (lambda: early_call.result()) if early_call is not None
+                                         else (lambda: _judge_slot(job, key)), _wait_limit(job))
+            if shared:  # another task of the pass judged this very request: taken, not asked again
+                outcome = dataclasses.replace(outcome, cached=True, calls=0)
+                with lock:
+                    job.duplicates += 1
         except Exception as exc:  # noqa: BLE001 - this task fails alone, when lm-eval reaches it
             log.debug("%s: judging failed", job.name, exc_info=True)
             job.error = job.error or exc
             return
         schedule.done(job, time.monotonic() - started)
         job.outcomes[key] = outcome  # one writer per key: each key is handed out once
+
+    lock = threading.Lock()
 
     def on_bar(bar: Any) -> None:
         for job in jobs:
@@ -205,6 +247,17 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
         for job in jobs:
             job.client.set_bar(None)
             job.client.finish(job.outcomes.values())
+
+
+def _judge_slot(job: Job, key: str) -> Outcome:
+    request = job.render(job.first_slot[key])
+    # Rendered differently the second time (a media file changed meanwhile): that outcome stands.
+    return request if isinstance(request, Outcome) else job.client.judge_one(key, request)
+
+
+def _wait_limit(job: Job) -> float:
+    """How long a task waits for another task's call of the same request: the longest its judge can take."""
+    return sum(wait_limit(member) for member in job.members)
 
 
 def judge_all(client: Any, requests: Sequence[JudgeRequest], desc: str = "judging", progress: bool = True,
@@ -295,14 +348,20 @@ def summarise(jobs: Sequence[Job], world: World = World()) -> None:
     (a collective: every rank calls this once per pass), so the block, the stats and the table (printed
     by rank 0 only) cover the whole run, the same on every rank."""
     mine = [(job.name, [(m.settings, m.stats) for m in job.members], job.failures(),
-             job.client.stats.as_dict()) for job in jobs]
+             {**job.client.stats.as_dict(), "duplicate_requests": job.duplicates,
+              "calls_saved_by_dedupe": job.calls_saved()}) for job in jobs]
     ranks = world.gather(mine)
     ledger = Ledger()
     for rank in ranks:
-        for job, (_name, members, failures, _stats) in zip(jobs, rank):
+        for job, (_name, members, failures, stats_) in zip(jobs, rank):
             single = len(job.members) == 1 and job.members[0] is job.client
             for settings, stats in members:  # a plain task's failures are per sample; a member's are its own
                 ledger.record_stats(job.name, settings, stats, failed=sum(failures.values()) if single else None)
+            # the task's requests judged once (word for word) or sharing a verdict, on its deciding judges' lines
+            deciding = members[-1:] if hasattr(job.client, "share") else members  # a cascade: its LLM stage
+            for settings, _ in deciding:
+                ledger.record(job.name, settings, duplicates=stats_["duplicate_requests"],
+                              saved=stats_["calls_saved_by_dedupe"])
     if world.first:
         print(ledger.table(), file=sys.stderr, flush=True)
     run_block = ledger.as_dict()

@@ -100,10 +100,16 @@ def resolve_run_options(judge: str, yaml_settings: Mapping[str, Any] | None, met
         values["media_dirs"] = _media_dirs(merged["media_dirs"])
     if merged.get("pass_at") not in (None, "", [], ()):
         values["pass_at"] = _pass_at(merged["pass_at"])
+    if merged.get("dedupe") not in (None, ""):
+        values["dedupe"] = str(merged["dedupe"]).strip().lower()
     options = RunOptions(**values)
     if options.cascade and judge != "exact_match":
         raise ConfigError(f"judge_cascade works with the exact-match judge only (the {judge} judge has no rule "
                           "stage); remove it for this task")
+    if options.dedupe != "off" and judge != "exact_match":
+        raise ConfigError(f"judge_dedupe={options.dedupe} shares one verdict among equivalent final answers, but "
+                          f"one call of the {judge} judge also scores each sample's steps, which equivalent answers "
+                          "do not share; remove judge_dedupe (or set it to off) for this task")
     return options
 
 
