@@ -124,7 +124,7 @@ def test_rows_that_fail_their_checks_are_skipped_and_counted(tmp_path):
                 (_key(3), "x", "[1, 2]", None, JUDGE, 1.0),  # usage is an object
                 (_key(4), "x", "{}", None, "", 1.0),  # no judge
                 (_key(5), "x", "{}", None, JUDGE, "yesterday")]
-        db.executemany("INSERT INTO replies VALUES (?, ?, ?, ?, ?, ?)", rows)
+        db.executemany("INSERT INTO replies (key, text, usage, finish_reason, judge, created) VALUES (?, ?, ?, ?, ?, ?)", rows)
     done = _merge(tmp_path, tmp_path / "a")
     assert done.returncode == 1
     assert "1 replies read, 1 added" in done.stdout and "5 rows failed their checks and were skipped" in done.stdout

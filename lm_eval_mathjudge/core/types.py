@@ -29,6 +29,7 @@ class Reply:
     usage: dict[str, int] = field(default_factory=dict)
     finish_reason: str | None = None
     model: str | None = None  # the model version the API says answered (a snapshot behind an alias)
+    fingerprint: str | None = None  # OpenAI's system_fingerprint: the serving configuration (recorded only)
 
 
 MAX_MODEL_NAME = 200  # characters of a reported model version kept (it is the provider's text)
@@ -37,10 +38,15 @@ MAX_MODEL_NAME = 200  # characters of a reported model version kept (it is the p
 def clean_reply(reply: Reply) -> Reply:
     """What may be stored and shown: valid Unicode, no credential the judge echoed."""
     text = redact(clean_text(reply.text))
-    model = redact(clean_text(reply.model))[:MAX_MODEL_NAME] if isinstance(reply.model, str) else None
-    if text == reply.text and model == reply.model:
+    model, fingerprint = _provider_name(reply.model), _provider_name(reply.fingerprint)
+    if text == reply.text and model == reply.model and fingerprint == reply.fingerprint:
         return reply
-    return Reply(text=text, usage=reply.usage, finish_reason=reply.finish_reason, model=model)
+    return Reply(text=text, usage=reply.usage, finish_reason=reply.finish_reason, model=model, fingerprint=fingerprint)
+
+
+def _provider_name(value: str | None) -> str | None:
+    """A name the provider reported (model version, fingerprint): bounded, valid, never a credential."""
+    return redact(clean_text(value))[:MAX_MODEL_NAME] if isinstance(value, str) and value else None
 
 
 @dataclass(frozen=True)

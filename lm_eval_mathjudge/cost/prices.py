@@ -35,6 +35,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from ..core.errors import ConfigError
+from ..settings.models import DATED_SNAPSHOT, GEMINI_VERSION
 
 PRICES_AS_OF = "2025-08-15"  # list prices as remembered for this date; check them (module docstring)
 BATCH_DISCOUNT = 0.5  # both providers' batch APIs: half the online price (used to fill the table below)
@@ -113,8 +114,8 @@ TABLE: dict[str, Price] = {
 LOCAL_PRICE = Price(0.0, 0.0, 0.0, 0.0, 0.0, source="local judge (no API)")
 
 _PREFIX = re.compile(r"^(openai|google|gemini|models|azure)/")  # "openai/gpt-4o", "models/gemini-2.5-pro"
-_SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")  # OpenAI dated snapshots
-_GEMINI_VERSION = re.compile(r"^(gemini-.*)-\d{3}$")  # "gemini-2.0-flash-001": a stable version of its row
+_SNAPSHOT = DATED_SNAPSHOT  # "gpt-4o-2024-08-06": priced as its undated row unless it has its own
+_GEMINI_VERSION = GEMINI_VERSION  # "gemini-2.0-flash-001": a stable version of its row
 _FIELDS = {f.name for f in fields(Price)} - {"source", "long_threshold", "long_input", "long_output"}
 OVERRIDE_EXAMPLE = ('{"my-model": {"input": 1.0, "output": 4.0, "batch_input": 0.5, "batch_output": 2.0, '
                     '"cached_input": 0.25}}')

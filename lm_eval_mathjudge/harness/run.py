@@ -39,7 +39,7 @@ from ..calls import stop
 from ..cost import spend
 from ..judging import schedule
 from ..judging.schedule import Job, TaskSpec
-from . import recovery
+from . import provenance, recovery
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +223,7 @@ def judge_specs(started: Sequence[tuple[TaskSpec, Job]]) -> None:
     finally:
         _end_early()
     schedule.summarise(jobs, world)
+    provenance.warn_aliases(dict.fromkeys(m for spec, _ in started for m in spec.members))
     for spec, job in started:
         spec.record(job)
 

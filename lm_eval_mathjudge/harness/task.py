@@ -322,8 +322,9 @@ class JudgedTask(TaskBase):
             self._scores[record] = cascade.rename(scores) if self._options.cascade else scores
             flagged.append((fields["judge_flags"], self._scores[record]))
             ksamples.store(inst, key, j, record)
-        self.config.metadata["judge"]["run"] = provenance.run_stats(self.config.task, client, job.failures(),
-                                                                    list(job.skipped.values()), job.run_stats)
+        run = provenance.run_stats(self.config.task, client, job.failures(), list(job.skipped.values()),
+                                   job.run_stats)
+        self.config.metadata["judge"]["run"] = {**run, **provenance.alias_note(self._settings, run)}
         self._note_flags(flagged)
         self._note_k_samples()
         if job.cost is not None:

@@ -77,12 +77,15 @@ _FROZEN_CONSEQUENCE = ("This is not damage: the cache is left as it is and only 
                        "them. Reported once; the counts are in the results file (judge run stats: cache_failures)")
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT NOT NULL, "
-    "finish_reason TEXT, judge TEXT NOT NULL, created REAL NOT NULL)",
+    "finish_reason TEXT, judge TEXT NOT NULL, created REAL NOT NULL, model TEXT, fingerprint TEXT)",
     "CREATE TABLE IF NOT EXISTS leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, "
     "pid INTEGER NOT NULL, expires REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)",
 )
-REPLY_COLUMNS = ("key", "text", "usage", "finish_reason", "judge", "created")  # the replies table, in order
+REPLY_COLUMNS = ("key", "text", "usage", "finish_reason", "judge", "created", "model", "fingerprint")  # in order
+# Columns added after the first release, nullable: an older file gets them when first opened for writing
+# (``ALTER TABLE``), and a file only read keeps working without them (its replies report no snapshot).
+ADDED_COLUMNS = ("model", "fingerprint")
 T = TypeVar("T")
 HOSTS_DIR = "hosts"  # host-local caches, one folder per host, used instead of a folder on a network filesystem
 _MOVED: set[str] = set()  # network folders already reported in this process
@@ -177,6 +180,7 @@ class ReplyCache:
         self._frozen: BaseException | None = None  # why the file is only read (a disk with no room to open it)
         self._opening = time.monotonic()  # when the current attempt to open began (a lock message says how long)
         self._db = self._open_checked()
+        self._columns = _reply_columns(self._db)  # a file opened read only may predate ADDED_COLUMNS
 
     # ------------------------------------------------------------------ opening
     def _open_checked(self) -> sqlite3.Connection:
@@ -214,6 +218,7 @@ class ReplyCache:
             _until_unlocked(db, "PRAGMA synchronous = NORMAL", deadline)
             for statement in _SCHEMA:
                 _until_unlocked(db, statement, deadline)
+            _add_columns(db, deadline)
         except _Damaged:
             _close_quietly(db)
             raise
@@ -318,17 +323,20 @@ class ReplyCache:
         held = self._unstored.get(key)
         if held is not None:
             return held
+        added = ", ".join(c if c in self._columns else "NULL" for c in ADDED_COLUMNS)
         row = self._guarded("read", lambda: self._db.execute(
-            "SELECT text, usage, finish_reason FROM replies WHERE key = ?", (key,)).fetchone(), None)
+            f"SELECT text, usage, finish_reason, {added} FROM replies WHERE key = ?", (key,)).fetchone(), None)
         if row is None:
             return None
-        return Reply(text=row[0], usage=json.loads(row[1]), finish_reason=row[2])
+        return Reply(text=row[0], usage=json.loads(row[1]), finish_reason=row[2], model=row[3], fingerprint=row[4])
 
     def put(self, key: str, reply: Reply, judge: str) -> bool:
         """Store ``reply``; False when the disk refused it (it is then kept in memory for this process)."""
         def write() -> bool:
-            self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?)",
-                             (key, reply.text, json.dumps(reply.usage), reply.finish_reason, judge, time.time()))
+            self._db.execute(f"INSERT OR REPLACE INTO replies ({', '.join(REPLY_COLUMNS)}) VALUES "
+                             f"({', '.join('?' * len(REPLY_COLUMNS))})",
+                             (key, reply.text, json.dumps(reply.usage), reply.finish_reason, judge, time.time(),
+                              reply.model, reply.fingerprint))
             return True
 
         stored = self._guarded("reply", write, False)
@@ -413,8 +421,8 @@ class ReplyCache:
                 for row in rows:
                     held = self._db.execute("SELECT text FROM replies WHERE key = ?", (row[0],)).fetchone()
                     if held is None:
-                        self._db.execute(f"INSERT INTO replies ({', '.join(REPLY_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)",
-                                         row)
+                        self._db.execute(f"INSERT INTO replies ({', '.join(REPLY_COLUMNS)}) VALUES "
+                                         f"({', '.join('?' * len(REPLY_COLUMNS))})", row)
                         added += 1
                     elif held[0] != row[1]:
                         differing += 1
@@ -456,6 +464,25 @@ def _check_integrity(db: sqlite3.Connection, deadline: float | None = None) -> N
               else _until_unlocked(db, "PRAGMA quick_check", deadline)).fetchone()[0]
     if status != "ok":
         raise _Damaged(f"it failed its integrity check (PRAGMA quick_check: {status})")
+
+
+def _reply_columns(db: sqlite3.Connection) -> set[str]:
+    return {row[1] for row in db.execute("PRAGMA table_info(replies)")}
+
+
+def _add_columns(db: sqlite3.Connection, deadline: float) -> None:
+    """Give a cache file written before ``ADDED_COLUMNS`` existed those columns (NULL in its old rows).
+
+    Another process opening the same old file may add one first: its "duplicate column" is no error.
+    """
+    for column in ADDED_COLUMNS:
+        if column in _reply_columns(db):
+            continue
+        try:
+            _until_unlocked(db, f"ALTER TABLE replies ADD COLUMN {column} TEXT", deadline)
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc).lower():
+                raise
 
 
 def _locked(exc: BaseException) -> bool:

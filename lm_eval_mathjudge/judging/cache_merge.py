@@ -175,7 +175,7 @@ def _store(cache, batch: list[tuple], report: SourceReport) -> None:
     report.differing += differing
 
 
-_SELECT = "SELECT rowid, key, text, usage, finish_reason, judge, created FROM replies"
+_SELECT = "SELECT rowid, key, text, usage, finish_reason, judge, created{added} FROM replies"
 
 
 def _rows(db: sqlite3.Connection, report: SourceReport) -> Iterator[tuple]:
@@ -184,10 +184,17 @@ def _rows(db: sqlite3.Connection, report: SourceReport) -> Iterator[tuple]:
         end = db.execute("SELECT max(rowid) FROM replies").fetchone()[0] or 0
     except sqlite3.DatabaseError:
         end = None  # unknown: read until a batch fails
+    from .cache import ADDED_COLUMNS
+
+    try:  # an older cache has no snapshot columns: its rows merge with NULL there
+        present = {row[1] for row in db.execute("PRAGMA table_info(replies)")}
+    except sqlite3.DatabaseError:
+        present = set()
+    select = _SELECT.format(added="".join(f", {c}" if c in present else ", NULL" for c in ADDED_COLUMNS))
     last, damaged, unreadable = 0, 0, 0
     while end is None or last < end:
         try:
-            rows = db.execute(f"{_SELECT} WHERE rowid > ? ORDER BY rowid LIMIT ?", (last, BATCH_ROWS)).fetchall()
+            rows = db.execute(f"{select} WHERE rowid > ? ORDER BY rowid LIMIT ?", (last, BATCH_ROWS)).fetchall()
         except sqlite3.DatabaseError as exc:
             damaged += 1
             if end is None or damaged > MAX_DAMAGED_BATCHES:
@@ -196,7 +203,7 @@ def _rows(db: sqlite3.Connection, report: SourceReport) -> Iterator[tuple]:
             upper = min(last + BATCH_ROWS, end)
             for rowid in range(last + 1, upper + 1):  # one by one, past the damaged part
                 try:
-                    row = db.execute(f"{_SELECT} WHERE rowid = ?", (rowid,)).fetchone()
+                    row = db.execute(f"{select} WHERE rowid = ?", (rowid,)).fetchone()
                 except sqlite3.DatabaseError:
                     unreadable += 1
                     continue
@@ -219,7 +226,7 @@ def _note(report: SourceReport, text: str) -> None:
 
 def _checked(row: tuple) -> tuple | None:
     """The row as stored, or None when it is not a judge reply this package wrote."""
-    key, text, usage, finish_reason, judge, created = row
+    key, text, usage, finish_reason, judge, created, model, fingerprint = row
     if not (isinstance(key, str) and _KEY.fullmatch(key)):
         return None
     if not (isinstance(text, str) and len(text) <= MAX_TEXT_CHARS):
@@ -232,7 +239,10 @@ def _checked(row: tuple) -> tuple | None:
         return None
     if not (isinstance(usage, str) and len(usage) <= MAX_FIELD_CHARS and _is_object(usage)):
         return None
-    return key, text, usage, finish_reason, judge, float(created)
+    for name in (model, fingerprint):
+        if name is not None and not (isinstance(name, str) and len(name) <= MAX_FIELD_CHARS):
+            return None
+    return key, text, usage, finish_reason, judge, float(created), model, fingerprint
 
 
 def _is_object(text: str) -> Any:

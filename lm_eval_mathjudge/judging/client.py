@@ -126,6 +126,10 @@ class JudgeStats:
     batch_usage: Counter = field(default_factory=Counter)  # tokens paid at batch prices (not in ``usage``)
     cache_failures: Counter = field(default_factory=Counter)  # cache writes/reads a full or failing disk refused
     reported_models: Counter = field(default_factory=Counter)  # paid replies per model version the API reported
+    # Every reply a verdict was read from (paid, cached, or filled by a batch job) per reported model version,
+    # and per OpenAI system_fingerprint: a rerun from the cache still says which snapshot judged it.
+    used_models: Counter = field(default_factory=Counter)
+    fingerprints: Counter = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "unique_requests": self.unique, "cache_hits": self.cache_hits,
@@ -135,7 +139,9 @@ class JudgeStats:
                 "usage": dict(self.usage),
                 **({"batch": dict(self.batch), "batch_usage": dict(self.batch_usage)} if self.batch else {}),
                 **({"cache_failures": dict(self.cache_failures)} if self.cache_failures else {}),
-                **({"reported_models": dict(self.reported_models)} if self.reported_models else {})}
+                **({"reported_models": dict(self.reported_models)} if self.reported_models else {}),
+                **({"used_models": dict(self.used_models)} if self.used_models else {}),
+                **({"fingerprints": dict(self.fingerprints)} if self.fingerprints else {})}
 
 
 class JudgeClient:
@@ -252,10 +258,10 @@ class JudgeClient:
         parsed = [self._try_parse(reply) if reply is not None else (None, None) for reply in stored]
         for reply, (verdict, _) in zip(stored, parsed):  # any reply already paid for that parses wins
             if verdict is not None:
-                self._count_hit()
+                self._count_hit(reply)
                 return Outcome(verdict=verdict, raw_reply=reply.text, cached=True, usage=reply.usage)
         if all(reply is not None for reply in stored):  # every ask was answered off-contract: no new call
-            self._count_hit()
+            self._count_hit(stored[-1])
             return Outcome(failure="unparseable", raw_reply=stored[-1].text, cached=True, usage=stored[-1].usage,
                            error=f"unparseable reply (cached): {parsed[-1][1]}")
         reply, calls, error = None, 0, None
@@ -265,6 +271,7 @@ class JudgeClient:
             except (JudgeCallError, MediaError) as exc:
                 return outcome_from_error(exc, calls=calls + isinstance(exc, JudgeRefusal), reply=reply)
             calls += paid
+            self._count_used(reply)
             try:
                 return Outcome(verdict=self._read(reply), raw_reply=reply.text, calls=calls,
                                usage=reply.usage, cached=not paid)
@@ -272,9 +279,19 @@ class JudgeClient:
                 error = f"unparseable reply: {exc.reason}"
         return Outcome(failure="unparseable", error=error, raw_reply=reply.text, calls=calls, usage=reply.usage)
 
-    def _count_hit(self) -> None:
+    def _count_hit(self, reply: Reply) -> None:
         with self._lock:
             self.stats.cache_hits += 1
+        self._count_used(reply)
+
+    def _count_used(self, reply: Reply) -> None:
+        """Judge drift: the snapshot (and fingerprint) behind a reply a verdict is read from."""
+        if reply.model or reply.fingerprint:
+            with self._lock:
+                if reply.model:
+                    self.stats.used_models[reply.model] += 1
+                if reply.fingerprint:
+                    self.stats.fingerprints[reply.fingerprint] += 1
 
     def _read(self, reply: Reply) -> Any:
         """The verdict of a reply; a reply cut at the judge's token limit is off-contract whatever it

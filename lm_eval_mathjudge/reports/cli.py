@@ -1,4 +1,4 @@
-"""``mathjudge leaderboard | diff | agreement | rejudge | audit``: argument parsing and dispatch.
+"""``mathjudge leaderboard | diff | drift | agreement | calibrate | rejudge | audit``: argument parsing and dispatch.
 
 Only argparse is imported here; each command imports its modules when it runs,
 so ``mathjudge --help`` and the package import stay cheap.
@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-COMMANDS = ("leaderboard", "diff", "agreement", "calibrate", "rejudge", "audit")
+COMMANDS = ("leaderboard", "diff", "drift", "agreement", "calibrate", "rejudge", "audit")
 
 
 RUN_HELP = "an lm_eval --output_path folder (searched for results_*.json) or one results_*.json file"
@@ -62,6 +62,28 @@ def add_commands(sub, example) -> None:
     diff.add_argument("--allow-mixed", action="store_true",
                       help="compare runs with different samples per problem (repeats) anyway")
     _stats_args(diff)
+
+    drift = sub.add_parser("drift", help="did the judge change its verdicts on the same responses?",
+                           description="Compare two judgings of the same responses (a rerun, a rejudge, another "
+                                       "snapshot behind the same alias): per metric, the verdicts flipped each way, "
+                                       "the flip rate with a 95% interval, McNemar's exact test and the snapshots "
+                                       "each judge's API reported. --canary re-judges a seeded sample of one run "
+                                       "with the judge configured now and compares it with the stored verdicts.",
+                           epilog=example("mathjudge drift results/march results/june",
+                                          "mathjudge drift --canary results/march --n 20 --seed 0",
+                                          "mathjudge drift --canary results/march --judge openai:gpt-4o"))
+    drift.add_argument("a", metavar="RUN_A", help="a judged run: " + RUN_HELP + " (of one model)")
+    drift.add_argument("b", metavar="RUN_B", nargs="?", help="the same responses judged again (not with --canary)")
+    drift.add_argument("--canary", action="store_true",
+                       help="re-judge a seeded sample of RUN_A's docs with the judge configured now")
+    drift.add_argument("--n", type=int, default=20, metavar="N", help="--canary: docs per task (default 20)")
+    drift.add_argument("--seed", type=int, default=0, help="--canary: which docs are drawn (default 0)")
+    drift.add_argument("--metadata", default="{}", metavar="JSON",
+                       help="--canary: judge settings as lm_eval --metadata JSON (the judge cache is off unless "
+                            "judge_cache is set)")
+    drift.add_argument("--judge", metavar="BACKEND[:MODEL]", help="--canary: shorthand for judge_backend / judge_model")
+    drift.add_argument("--metric", action="append", metavar="NAME", help="only this metric (repeatable)")
+    drift.add_argument("--json", action="store_true", help="print JSON instead of the table")
 
     agree = sub.add_parser("agreement", help="agreement of two judged runs, or of a run with labels",
                            description="How often two judges agree on the same samples (agreement, Cohen's "
@@ -122,7 +144,7 @@ def _stats_args(parser) -> None:
 
 
 def run(args) -> int:
-    command = {"leaderboard": _leaderboard, "diff": _diff, "agreement": _agreement, "calibrate": _calibrate,
+    command = {"leaderboard": _leaderboard, "diff": _diff, "drift": _drift, "agreement": _agreement, "calibrate": _calibrate,
                "rejudge": _rejudge,
                "audit": _audit}[args.command]
     # audit keeps its own exit codes (reports/audit.py: 1 above the rate, 2 error, 3 incomplete), a CI gate's
@@ -193,6 +215,36 @@ def _diff(args) -> int:
         print(f"| {md_text(c.task)} | {md_text(d['metric'])} | {c.n} | {fmt(c.a)} | {fmt(c.b)} | {fmt(c.diff)} "
               f"[{fmt(c.ci_low)}, {fmt(c.ci_high)}] | {c.a_only} | {c.b_only} | {md_text(fmt_p(c.p_value))} | "
               f"{c.test} |")
+    return 0
+
+
+def _drift(args) -> int:
+    from . import drift
+    from .leaderboard import fmt, fmt_p, md_text
+    from .runs import ReportError, load_one
+
+    if args.canary == (args.b is not None):
+        raise ReportError("give two runs (mathjudge drift RUN_A RUN_B), or one run with --canary")
+    a = load_one(args.a)
+    if args.canary:
+        found = drift.canary(a, _judge_metadata(args), n=args.n, seed=args.seed, metrics=args.metric)
+    else:
+        found = drift.compare_runs(a, load_one(args.b), args.metric)
+    if args.json:
+        print(json.dumps({"canary": args.canary, **({"n": args.n, "seed": args.seed} if args.canary else {}),
+                          "tasks": [t.as_dict() for t in found]}, indent=2))
+        return 0
+    for t in found:
+        for name, side in (("A", t.a), ("B", t.b)):
+            print(f"{name} = {md_text(side.run)}: {md_text(side.judge)}; snapshots "
+                  f"{md_text(', '.join(side.snapshots) or 'none reported')}{' (alias)' if side.alias else ''}")
+        print(f"\n{md_text(t.task)}: {t.responses} responses judged by both\n")
+        print("| metric | n | flips | A credited, B not | B credited, A not | flip rate [95% CI] | McNemar p |")
+        print("|---|---:|---:|---:|---:|---|---:|")
+        for m in t.metrics:
+            print(f"| {md_text(m.as_dict()['metric'])} | {m.n} | {m.flips} | {m.lost} | {m.gained} | "
+                  f"{fmt(m.flip_rate)} [{fmt(m.ci_low)}, {fmt(m.ci_high)}] | {md_text(fmt_p(m.p_value))} |")
+        print(f"\n{md_text(t.conclusion())}\n")
     return 0
 
 

@@ -45,6 +45,7 @@ class Sample:
     response: str | None
     scores: dict[str, float]  # "metric,filter" -> value
     record: dict[str, Any] | None  # our judge's JSON record (verdict, raw reply), if any
+    records: tuple[dict[str, Any], ...] = ()  # every sample's record, in sample order (k with ``repeats`` k)
 
     @property
     def key(self) -> tuple[int, str]:
@@ -114,11 +115,14 @@ def primary_metric(metrics: list[str]) -> str | None:
 
 
 def judge_snapshots(result: "TaskResult") -> tuple[str, ...]:
-    """The model versions the judge's API reported answering (``metadata.judge.run.reported_models``);
-    () when none was reported (a local judge, a fully cached run, an API that does not say)."""
+    """The model versions the judge's API reported answering: every reply used (``metadata.judge.run.
+    used_models``: paid, cached or from a batch) and the paid ones (``reported_models``, all older results
+    have); () when none was reported (a local judge, an API that does not say, a cache older than the record)."""
     run = result.judge.get("run")
-    found = run.get("reported_models") if isinstance(run, dict) else None
-    return tuple(sorted(str(m) for m in found)) if isinstance(found, dict) else ()
+    if not isinstance(run, dict):
+        return ()
+    found = [m for name in ("used_models", "reported_models") if isinstance(run.get(name), dict) for m in run[name]]
+    return tuple(sorted({str(m) for m in found}))
 
 
 def samples_per_problem(result: "TaskResult") -> int:
@@ -340,14 +344,22 @@ def _sample(row: Any, task: str, where: str) -> Sample:
     filt = row.get("filter", "none")
     scores = {f"{m},{filt}": float(row[m]) for m in row.get("metrics") or []
               if isinstance(m, str) and isinstance(row.get(m), (int, float)) and not isinstance(row.get(m), bool)}
-    record = _judge_record(row.get("filtered_resps"))
+    records = tuple(r for r in map(_judge_record, _texts(row.get("filtered_resps"))) if r is not None)
+    record = _judge_record(_first_text(row.get("filtered_resps")))
     response = record.get("response") if record else _first_text(row.get("resps"))
     doc = row.get("doc")
-    return Sample(task, doc_id, question_of(doc) if isinstance(doc, dict) else None, response, scores, record)
+    return Sample(task, doc_id, question_of(doc) if isinstance(doc, dict) else None, response, scores, record,
+                  records)
 
 
-def _judge_record(filtered: Any) -> dict[str, Any] | None:
-    text = _first_text(filtered)
+def _texts(value: Any) -> list[str]:
+    """Every string of a (nested) list, in order: a doc's k records in ``filtered_resps``."""
+    if isinstance(value, str):
+        return [value]
+    return [t for item in value for t in _texts(item)] if isinstance(value, list) else []
+
+
+def _judge_record(text: str | None) -> dict[str, Any] | None:
     if not text or not text.startswith("{"):
         return None
     try:

@@ -35,6 +35,14 @@ DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     ("vlm", "azure"): {"model": DEFAULT_OPENAI_VISION_MODEL, "max_tokens": 8192},
 }
 
+# Pinned names: an OpenAI dated snapshot ("gpt-4o-2024-08-06"), an older four-digit one ("gpt-4-0613",
+# "gpt-4-1106-preview"), a stable Gemini version ("gemini-1.5-pro-002") or a dated Gemini preview
+# ("gemini-2.5-pro-preview-06-05"). The price table reads the first and third too (cost/prices.py).
+DATED_SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")
+GEMINI_VERSION = re.compile(r"^(gemini-.*)-\d{3}$")
+_OPENAI_OLD_SNAPSHOT = re.compile(r"-\d{4}(-preview)?$")
+_GEMINI_PREVIEW_DATE = re.compile(r"-preview-\d{2}-\d{2}$")
+_OPENAI_FAMILY = re.compile(r"^(gpt-|chatgpt-|o\d)")
 _REASONING = re.compile(r"^(o\d+(-.*)?|gpt-5(?!.*-chat).*)$")  # gpt-5-chat-* is a chat model
 
 
@@ -43,6 +51,22 @@ def is_reasoning_model(model: str) -> bool:
     ``max_completion_tokens`` and no ``temperature``, and think before answering.
     A provider prefix (``openai/o3``) is ignored; ``gpt-5-chat`` models are chat models."""
     return bool(_REASONING.match(model.strip().lower().rsplit("/", 1)[-1]))
+
+
+def moving_alias(model: str) -> bool:
+    """True for an OpenAI or Gemini model name the provider may point at a new snapshot at any time
+    ("gpt-4o", "o3", "gemini-2.5-pro", "*-latest"); False for a pinned one ("gpt-4o-2024-08-06",
+    "gemini-1.5-pro-002"), a fine-tune, and names of other families (which this rule cannot tell)."""
+    name = model.strip().lower().rsplit("/", 1)[-1]
+    if name.startswith("ft:"):  # a fine-tuned model is its own fixed snapshot
+        return False
+    if name.endswith("-latest"):
+        return True
+    if name.startswith("gemini-"):
+        return not (GEMINI_VERSION.match(name) or _GEMINI_PREVIEW_DATE.search(name))
+    if _OPENAI_FAMILY.match(name):
+        return not (DATED_SNAPSHOT.search(name) or _OPENAI_OLD_SNAPSHOT.search(name))
+    return False
 
 
 def model_defaults(judge: str, backend: str, values: dict[str, Any]) -> dict[str, Any]:

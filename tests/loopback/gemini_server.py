@@ -199,7 +199,7 @@ class GeminiServer(LoopbackServer):
     def _response(self, model: str, body: dict, spec: dict) -> dict:
         response: dict[str, Any] = {
             "usageMetadata": self._usage(body, spec),
-            "modelVersion": model,
+            "modelVersion": spec.get("model") or model,  # the version that answered (a spec may name another)
             "responseId": f"loopback-{next(self._ids)}",
         }
         if spec.get("block_reason"):

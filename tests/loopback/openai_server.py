@@ -140,7 +140,7 @@ class ChatCompletionsServer(LoopbackServer):
             "model": spec.get("model") or body.get("model") or self.models[0],  # a snapshot behind an alias
             "choices": [{"index": i, **choice} for i in range(n)],
             "usage": usage,
-            "system_fingerprint": None,
+            "system_fingerprint": spec.get("system_fingerprint"),
         }
 
     def _models_route(self, path: str) -> Reply:

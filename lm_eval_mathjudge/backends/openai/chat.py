@@ -241,8 +241,10 @@ def reply_of(response: Any) -> Reply:
     usage = getattr(response, "usage", None)
     counts = _usage(usage.model_dump() if usage else {})
     model = getattr(response, "model", None)  # the snapshot that answered ("gpt-4o" -> "gpt-4o-2024-08-06")
+    fingerprint = getattr(response, "system_fingerprint", None)  # the serving configuration, where given
     return Reply(text=choices[0].message.content or "", usage=counts, finish_reason=choices[0].finish_reason,
-                 model=model if isinstance(model, str) and model else None)
+                 model=model if isinstance(model, str) and model else None,
+                 fingerprint=fingerprint if isinstance(fingerprint, str) and fingerprint else None)
 
 
 def _usage(raw: dict[str, Any]) -> dict[str, int]:
