@@ -22,7 +22,7 @@ COMMANDS = sorted(_subparsers(build_parser()))
 
 
 def test_every_command_is_there():
-    assert COMMANDS == sorted(["tasks-dir", "cache", "leaderboard", "diff", "agreement", "calibrate", "rejudge",
+    assert COMMANDS == sorted(["tasks-dir", "cache", "leaderboard", "diff", "agreement", "calibrate", "rejudge", "drift",
                                 "audit"])
 
 
