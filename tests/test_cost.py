@@ -564,9 +564,9 @@ def test_worst_case_prices_every_request_with_its_longest_answer_and_ignores_the
     ({"max_gen_toks": 4096, "until": []}, 4096),
     ({"max_gen_toks": "2048"}, 2048),
     ({"max_tokens": 100, "max_gen_toks": 300}, 300),  # the largest limit named
-    ({"temperature": 0.0}, 256),  # none named: lm-eval's adapters' default
-    (None, 256),
-    ({"max_gen_toks": "lots"}, 256),
+    ({"temperature": 0.0}, None),  # none named: the model adapter's own limit, unknown to the task
+    (None, None),
+    ({"max_gen_toks": "lots"}, None),
 ])
 def test_the_longest_answer_comes_from_the_generation_kwargs(kwargs, longest):
     from lm_eval_mathjudge.harness.task import _longest_answer

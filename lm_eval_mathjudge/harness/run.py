@@ -36,7 +36,7 @@ from typing import Any, Sequence
 
 from .. import compat
 from ..calls import stop
-from ..cost import spend
+from ..cost import budget, spend
 from ..judging import schedule
 from ..judging.schedule import Job, TaskSpec
 from . import provenance, recovery
@@ -63,24 +63,40 @@ def register(task: Any) -> None:
         _PENDING.append(weakref.ref(task))
 
 
-def stream(task: Any) -> None:
-    """Judge this task's samples as their generations arrive (the task said it may: ``streams``)."""
+def stream(task: Any, budgeted: bool = False) -> None:
+    """Judge this task's samples as their generations arrive (the task said it may: ``streams``);
+    ``budgeted``: its judge has a budget (checked on the worst case before the first streamed call)."""
     instances = getattr(task, "_instances", None) or []
     keys = [compat.generation_key(inst.args) if getattr(inst, "request_type", None) == "generate_until" else None
             for inst in instances]
     with _LOCK:
         for i, key in enumerate(keys):
             if key is not None:  # k samples (repeats): the model reports k generations under one key
-                _STREAMED.setdefault(key, []).append(_Target(weakref.ref(task), i, instances[i].repeats or 1))
+                repeats = instances[i].repeats or 1
+                _STREAMED.setdefault(key, []).append(_Target(weakref.ref(task), i, repeats, repeats, budgeted))
     compat.watch_generations(_arrived)
 
 
 @dataclass
 class _Target:
-    """An instance waiting for its generations: ``left`` of them (its repeats) still to come."""
+    """An instance waiting for its generations: ``left`` of its ``repeats`` still to come."""
     task: weakref.ref
     index: int
+    repeats: int
     left: int
+    budgeted: bool  # its judge has a budget: every early call must be one the worst case counted
+
+
+def _streams_shared(waiting: list[_Target]) -> bool:
+    """May one generation key that several instances wait on (two tasks with one prompt) be streamed?
+
+    Which task's generation an arrival is, lm-eval says only at the end (in request order, while
+    arrivals come as they finish). Every waiting task takes the first arrival: right when the model
+    answers a prompt the same way each time (greedy), and at most one call more per task when it
+    does not. That extra call is outside a budget's worst case, and with k samples each task would
+    take every arrival: then the pass judges this key, after generation.
+    """
+    return len(waiting) <= 1 or not any(t.budgeted or t.repeats > 1 for t in waiting)
 
 
 def _arrived(attr: str, args: Any, result: Any) -> None:
@@ -89,6 +105,9 @@ def _arrived(attr: str, args: Any, result: Any) -> None:
         return
     key = compat.generation_key(args)
     with _LOCK:  # each instance asking for this key takes one sample (two tasks with one prompt: both)
+        if not _streams_shared(_STREAMED.get(key, [])):
+            del _STREAMED[key]  # judged by the pass, on each task's own generations
+            return
         targets = [(t.task, t.index) for t in _STREAMED.get(key, ()) if t.left > 0]
         for t in _STREAMED.get(key, ()):
             t.left -= 1
@@ -135,11 +154,17 @@ def _within_budget() -> bool:
     """
     with _LOCK:
         tasks = [t for t in (ref() for ref in _PENDING) if t is not None]
-    fits, worst = spend.worst_case([part for task in tasks for part in task.worst_case_parts()])
+    if budget.budget_of(s for task in tasks for s in task.judge_settings()) is None:
+        return True
+    parts = [task.worst_case_parts() for task in tasks]
+    unbounded = [task.config.task for task, p in zip(tasks, parts) if p is None]
+    fits, worst = (False, None) if unbounded else spend.worst_case([part for p in parts for part in p])
     if not fits:
-        log.warning("judge_stream: judged after generation: with every answer at its longest (max_gen_toks) the "
-                 "judge could cost %s, above judge_budget_usd; the budget is checked on the real answers",
-                 "an unknown amount" if worst.usd is None or worst.unpriced else f"{worst.usd:.4f} USD")
+        priced = worst is not None and worst.usd is not None and not worst.unpriced
+        cost = (f"has no bound ({', '.join(unbounded)}: answers of unknown length or media)" if unbounded
+                else f"could cost {worst.usd:.4f} USD" if priced else "has no price")
+        log.warning("judge_stream: judged after generation: with every answer at its longest the judge %s, above "
+                    "judge_budget_usd or not comparable with it; the budget is checked on the real answers", cost)
     return fits
 
 
@@ -196,15 +221,18 @@ def run_pass(first: Any) -> None:
                 _STREAMED[key] = kept
             else:
                 del _STREAMED[key]
-    for task in tasks:
-        try:
-            spec = task.judge_spec()
-            started.append((spec, Job.of(spec)))
-        except Exception:
-            if task is first:
-                raise
-            log.debug("%s: left to judge itself", task.config.task, exc_info=True)
-    judge_specs(started)
+    try:
+        for task in tasks:
+            try:
+                spec = task.judge_spec()
+                started.append((spec, Job.of(spec)))
+            except Exception:
+                if task is first:
+                    raise
+                log.debug("%s: left to judge itself", task.config.task, exc_info=True)
+        judge_specs(started)
+    finally:  # whatever stopped the pass (a budget, a task that cannot start): the next run decides anew
+        _end_early()
 
 
 def judge_specs(started: Sequence[tuple[TaskSpec, Job]]) -> None:
@@ -217,11 +245,8 @@ def judge_specs(started: Sequence[tuple[TaskSpec, Job]]) -> None:
                       saved=saved, world=world)  # before any call, on the whole run's estimate
     schedule.submit_all_batches(jobs, saved)
     names = [job.name for job in jobs]
-    try:
-        schedule.judge(jobs, f"judging {names[0]}" if len(names) == 1 else f"judging {len(names)} tasks",
-                       early=_early())
-    finally:
-        _end_early()
+    schedule.judge(jobs, f"judging {names[0]}" if len(names) == 1 else f"judging {len(names)} tasks", early=_early())
+    _end_early()  # before the cost table: the early calls' threads are done
     schedule.summarise(jobs, world)
     provenance.warn_aliases(dict.fromkeys(m for spec, _ in started for m in spec.members))
     for spec, job in started:

@@ -150,12 +150,14 @@ class JudgedTask(TaskBase):
         self._filtered = None  # new instances: their filters have not run
         super().build_all_requests(**kwargs)
         judged = not self._bypassed()
+        if judged:
+            self._check_k_filters()
         recovery.track(self, rank=self.world.rank,
                        cache_dir=self._settings.resolved_cache_dir() if judged else None)
         if judged:
             run.register(self)
             if self.streams():  # judge_stream: each sample is judged as its generation arrives
-                run.stream(self)
+                run.stream(self, budgeted=budget.budget_of(self.judge_settings()) is not None)
             # From here to the end of this task's judging a SIGINT/SIGTERM keeps the generations (stop.py).
             stop.guard(self._stop_key, functools.partial(recovery.stop_message, self._settings.resolved_cache_dir()))
 
@@ -214,14 +216,21 @@ class JudgedTask(TaskBase):
 
     def streams(self) -> bool:
         """Judged as the generations arrive (``judge_stream``, the default) where that changes nothing: an
-        online judge, no dry run (it estimates the real answers and sends nothing), and filters that read
-        one response at a time (with k samples, each sample is judged as it arrives) (``compat.filters_per_response``). With a budget, the run checks the worst
-        case before the first streamed call (``run._arrived``); over several ranks the budget is decided on
-        every rank together, after generation, so those runs judge after generation."""
+        online judge, no dry run (it estimates the real answers and sends nothing), filters that read one
+        response at a time (``compat.filters_per_response``; with k samples each sample is judged as it
+        arrives), and no verdicts shared between samples (``judge_dedupe=answer`` groups a doc's k answers
+        once all are in). With a budget, the run prices the worst case before the first streamed call
+        (``run._within_budget``); that needs a known answer length and text answers (an answer that names
+        media has no size until it exists), and one rank (over several, the budget is decided on every rank
+        together, after generation)."""
         if not self._options.stream or self._client is None or self._client.batch_mode:
             return False
         settings = [m.settings for m in self._members_open]
-        if any(s.dry_run for s in settings) or (self.world.size > 1 and budget.budget_of(settings) is not None):
+        if any(s.dry_run for s in settings) or (self._k is not None and self._options.dedupe == "answer"):
+            return False
+        if budget.budget_of(settings) is not None and (
+                self.world.size > 1 or self._judge.name == "vlm"
+                or _longest_answer(self.config.generation_kwargs) is None):
             return False
         try:
             return compat.filters_per_response(self)
@@ -243,13 +252,38 @@ class JudgedTask(TaskBase):
                 requests.append((self._client.key(built), built))
         return self._client, requests
 
-    def worst_case_parts(self) -> list[Part]:
+    def _check_k_filters(self) -> None:
+        """Before any generation: with k samples every filter pipeline must keep all k of a doc (a majority
+        vote or take_first would leave one), else the k samples would be paid for and then refused."""
+        if self._k is None or not self._instances:
+            return
+        k = self._k.k
+        try:  # a custom filter cannot be tried on made-up answers: it is checked once the answers are in
+            views = compat.filter_one(self, ["0"] * k, self._instances[0].doc) if compat.filters_per_response(self) else {}
+        except Exception:  # noqa: BLE001 - as above
+            log.debug("%s: filters not tried before generation", self.config.task, exc_info=True)
+            return
+        for name, value in views.items():
+            got = len(value) if isinstance(value, (list, tuple)) else 1
+            if got != k:
+                raise ConfigError(f"{self.config.task}: the filter {name!r} keeps {got} of the {k} samples of each "
+                                  f"doc (repeats {k}); a task with repeats > 1 needs a filter that keeps every sample "
+                                  "(remove filter_list, or end it with take_first_k). Nothing was generated")
+
+    def judge_settings(self) -> list[JudgeSettings]:
+        """The settings of every judge this task calls (one, or a panel's or cascade's members)."""
+        return [m.settings for m in self._members_open]
+
+    def worst_case_parts(self) -> list[Part] | None:
         """What this task's judges could be asked whatever the model answers: every sample's request with
         its answer at the longest the model may write (max_gen_toks), and the judge audit; for the budget
-        check before the first streamed call."""
+        check before the first streamed call. None when there is no such bound: answers of unknown length,
+        or answers that may name media (the VLM judge)."""
         if self._bypassed() or self._client is None:
             return []
         longest = _longest_answer(self.config.generation_kwargs)
+        if longest is None or self._judge.name == "vlm":
+            return None
         samples = [(inst.doc, self._k.k if self._k is not None else 1) for inst in self._instances
                    if getattr(inst, "request_type", None) == "generate_until"]
 
@@ -299,7 +333,11 @@ class JudgedTask(TaskBase):
                 docs.append((inst, key, [_as_text(ksamples.response(inst, key, jj)) for jj in range(self._k.k)]))
                 firsts.append(i)
         classes = ksamples.answer_classes(docs, self.config.task)
-        return ksamples.leaders(docs, classes, firsts), classes
+        # An answer that addresses the judge (flags.py: injections, fake rubric sections, ...) neither
+        # lends its verdict nor borrows one: if it fooled the judge, no honest sibling inherits that.
+        lenders = {(id(inst), key): [None if flags.detect(text) else c
+                                     for c, text in zip(classes[(id(inst), key)], texts)] for inst, key, texts in docs}
+        return ksamples.leaders(docs, lenders, firsts), classes
 
     def _finish(self) -> None:
         """Write this task's outcomes into its instances, scores and metadata; raise for its own failures only."""
@@ -472,13 +510,10 @@ def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-# lm-eval's adapters write at most this many tokens when the task's generation_kwargs name no limit.
-LM_EVAL_MAX_GEN_TOKS = 256
-
-
-def _longest_answer(generation_kwargs: Any) -> int:
-    """The most tokens the model may write per answer: the task's (or --gen_kwargs') limit."""
+def _longest_answer(generation_kwargs: Any) -> int | None:
+    """The most tokens the model may write per answer: the task's (or --gen_kwargs') limit; None when
+    they name none (the model adapter's own limit then applies, which the task cannot see)."""
     kwargs = generation_kwargs if isinstance(generation_kwargs, dict) else {}
     limits = [kwargs.get(name) for name in ("max_gen_toks", "max_tokens", "max_new_tokens", "max_completion_tokens")]
     found = [int(v) for v in limits if isinstance(v, (int, float, str)) and str(v).strip().isdigit()]
-    return max(found) if found else LM_EVAL_MAX_GEN_TOKS
+    return max(found) if found else None

@@ -91,6 +91,10 @@ class Cascade(Members):
         llm_key = self._llm.key(asked)
         self._llm.count_requests(1, 0 if shared else 1)
         second, _ = self._asked.run(llm_key, lambda: self._llm.judge_one(llm_key, asked), wait_limit(self._llm))
+        if shared and second.failure is not None:  # the leader's judgement failed: no verdict to share
+            asked, shared, llm_key = request, False, self._llm.key(request)
+            self._llm.count_requests(0, 1)
+            second, _ = self._asked.run(llm_key, lambda: self._llm.judge_one(llm_key, asked), wait_limit(self._llm))
         with self._lock:
             self._second[llm_key] = second
             self.decided["llm"] += 1

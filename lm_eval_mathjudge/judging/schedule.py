@@ -243,10 +243,38 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
 
     try:
         run_bounded(range(schedule.total), one, concurrency=concurrency, desc=desc, progress=progress, on_bar=on_bar)
+        alone = _unshared_after_failures(jobs)
+        if alone:  # a failed judgement is no verdict of an equivalent answer: these samples get their own
+            run_bounded(alone, lambda item: item[0].outcomes.__setitem__(item[1], _judge_slot(*item)),
+                        concurrency=concurrency, desc=f"{desc} (samples whose shared verdict failed)",
+                        progress=progress, on_bar=on_bar)
     finally:
         for job in jobs:
             job.client.set_bar(None)
             job.client.finish(job.outcomes.values())
+
+
+def _unshared_after_failures(jobs: Sequence[Job]) -> list[tuple[Job, str]]:
+    """judge_dedupe=answer: the samples that took a leader's verdict whose judgement failed (no verdict,
+    an unparseable reply, a transport failure) take their own request back: (job, key) to judge."""
+    todo = []
+    for job in jobs:
+        if job.error is not None:
+            continue
+        for slot, leader in sorted(job.shared.items()):
+            led = job.outcomes.get(job.keys[leader])
+            request = job.render(slot)
+            if led is None or led.failure is None or not isinstance(request, JudgeRequest):
+                continue
+            key = job.client.key(request)
+            del job.shared[slot]
+            job.keys[slot] = key
+            if key not in job.first_slot:
+                job.first_slot[key] = slot
+                job.saved -= 1
+                job.client.count_requests(0, 1)
+                todo.append((job, key))
+    return todo
 
 
 def _judge_slot(job: Job, key: str) -> Outcome:
