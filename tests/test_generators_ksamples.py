@@ -9,14 +9,21 @@ task YAML repeats -> k requests per doc -> k files -> k judged responses per doc
 from __future__ import annotations
 
 import base64
+import errno
+import itertools
 import json
 import math
+import sqlite3
 from pathlib import Path
 
 import pytest
 from lm_eval.api.instance import Instance
 
+from lm_eval_mathjudge.core import files
+from lm_eval_mathjudge.core.errors import GenerationRunError
+from lm_eval_mathjudge.generators import store as store_module
 from lm_eval_mathjudge.generators.base import chunks
+from lm_eval_mathjudge.generators.job import resumable_positions
 from lm_eval_mathjudge.generators.store import MediaStore, request_key
 from tests import media_fixtures as fx
 from tests.conftest import write_data_slice
@@ -70,6 +77,22 @@ CHUNKS = [
 @pytest.mark.parametrize("name,keys,most,jobs,expected", CHUNKS, ids=[c[0] for c in CHUNKS])
 def test_missing_samples_are_chunked_to_the_vendors_limit(name, keys, most, jobs, expected):
     assert chunks(keys, most, jobs) == expected
+
+
+# positions recorded for the keys of a job (in sample order) -> the output each takes (None: a new job makes it)
+POSITIONS = [
+    ("recorded before positions were: the order of the keys", [None, None, None], [0, 1, 2]),
+    ("the later samples of a job after a full disk", [2, 3], [2, 3]),
+    ("one position lost", [0, None, 2, 3], [0, None, 2, 3]),
+    ("two samples claim one output", [0, 1, 2, 2], [0, 1, None, None]),
+    ("a negative position", [-1, 1], [None, 1]),
+    ("no keys", [], []),
+]
+
+
+@pytest.mark.parametrize("name,recorded,expected", POSITIONS, ids=[c[0] for c in POSITIONS])
+def test_a_resumed_job_gives_each_sample_its_recorded_output_or_none(name, recorded, expected):
+    assert resumable_positions(recorded) == expected
 
 
 # ----------------------------------------------------------------------------- OpenAI Images: n
@@ -210,6 +233,107 @@ def test_veo_short_return_starts_one_operation_for_the_rest(tmp_path, monkeypatc
         lm = VeoLM(model="veo-3.0-generate-001", media_dir=str(tmp_path / "media"), poll_interval=0)
         answers = lm.generate_until(requests(4), disable_tqdm=True)
         assert _sample_counts(server, "veo") == [4, 2] and len(set(answers)) == 4
+        assert MediaStore(str(tmp_path / "media")).counts() == {"media": 4, "failures": 0, "jobs": 0}
+
+
+VEO = "veo-3.0-generate-001"
+FOREVER = 10_000  # polls: the job outlives poll_timeout
+
+
+def _veo(tmp_path: Path):
+    from lm_eval_mathjudge.generators.veo import VeoLM
+
+    return VeoLM(model=VEO, media_dir=str(tmp_path / "media"), poll_interval=0.01, poll_timeout=0.2)
+
+
+def _outputs(answers: list[str]) -> list[int | str]:
+    """Which output of the prompt's jobs each sample's file is (the server numbers them), or the failure kind."""
+    return [sample_index(Path(a).read_bytes()) if Path(a).is_file() else a.split("]")[0].split("[")[-1]
+            for a in answers]
+
+
+def _disk_fills_at(monkeypatch, write: int | None) -> None:
+    """The media folder's disk is full from its ``write``-th file on (ENOSPC); None: it has room."""
+    writes = itertools.count(1)
+
+    def write_atomic(path, data, **kwargs):
+        if write is not None and next(writes) >= write:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        return files.write_atomic(path, data, **kwargs)
+
+    monkeypatch.setattr(store_module, "write_atomic", write_atomic)
+
+
+# Runs over one media folder, each (k, polls of the jobs it starts, the file the disk fills at, what each
+# sample gets: its output's number among the prompt's outputs, a failure kind, or the run's error); then the
+# sampleCount of every job paid for.
+RESUMES = [
+    ("the disk fills at the third of four videos",
+     [(4, 0, 3, "1 of 1 prompts got no media (disk_full: 2)"), (4, 0, None, [0, 1, 2, 3])], [4]),
+    ("the disk fills at the first video",
+     [(4, 0, 1, "1 of 1 prompts got no media (disk_full: 4)"), (4, 0, None, [0, 1, 2, 3])], [4]),
+    ("timed out, rerun with k=2, then k=4",
+     [(4, FOREVER, None, ["timeout"] * 4), (2, 0, None, [0, 1]), (4, 0, None, [0, 1, 2, 3])], [4]),
+    ("timed out, rerun with k=3, then k=4",
+     [(4, FOREVER, None, ["timeout"] * 4), (3, 0, None, [0, 1, 2]), (4, 0, None, [0, 1, 2, 3])], [4]),
+    ("timed out with k=2, rerun with k=4",
+     [(2, FOREVER, None, ["timeout"] * 2), (4, 0, None, [0, 1, 2, 3])], [2, 2]),
+    ("timed out, rerun with k=2 on a disk full at its second video, then k=4",
+     [(4, FOREVER, None, ["timeout"] * 4), (2, 0, 2, "1 of 1 prompts got no media (disk_full: 1)"),
+      (4, 0, None, [0, 1, 2, 3])], [4]),
+]
+
+
+@pytest.mark.parametrize("name,runs,paid", RESUMES, ids=[c[0] for c in RESUMES])
+def test_a_veo_job_resumed_after_some_of_its_samples_were_stored_gives_each_sample_its_own_video(
+        name, runs, paid, tmp_path, monkeypatch):
+    spec = Spec({"video": MP4})
+    with GoogleMediaServer(spec) as server:
+        monkeypatch.setenv("GOOGLE_VERTEX_BASE_URL", server.url)
+        for k, polls, full_at, expected in runs:
+            spec.spec["polls"] = polls
+            server.finish_operations()  # the jobs of earlier runs are done by now
+            _disk_fills_at(monkeypatch, full_at)
+            if isinstance(expected, str):
+                with pytest.raises(GenerationRunError) as caught:
+                    _veo(tmp_path).generate_until(requests(k), disable_tqdm=True)
+                assert expected in str(caught.value)
+            else:
+                assert _outputs(_veo(tmp_path).generate_until(requests(k), disable_tqdm=True)) == expected
+        assert _sample_counts(server, "veo") == paid  # the rerun polled the job it had: nothing paid twice
+        assert MediaStore(str(tmp_path / "media")).counts() == {"media": 4, "failures": 0, "jobs": 0}
+
+
+# What happens to the recorded positions of a timed-out job of 4 before its rerun; then the output each
+# sample gets (4 and up: a new job's), the sampleCount of every job paid for, whether the rerun resumed it.
+TAMPERED = [
+    ("recorded before positions were", ["DELETE FROM job_outputs"], [0, 1, 2, 3], [4], True),
+    ("one position lost", ["DELETE FROM job_outputs WHERE position = 2"], [0, 1, 4, 3], [4, 1], True),
+    ("two samples claim one output", ["UPDATE job_outputs SET position = 2 WHERE position = 3"], [0, 1, 4, 5],
+     [4, 2], True),
+    ("a position past the job's outputs", ["UPDATE job_outputs SET position = 7 WHERE position = 3"],
+     [0, 1, 2, 4], [4, 1], True),
+    ("every sample claims the first output", ["UPDATE job_outputs SET position = 0"], [4, 5, 6, 7], [4, 4], False),
+    ("every position past the job's outputs", ["UPDATE job_outputs SET position = position + 4"], [4, 5, 6, 7],
+     [4, 4], True),
+]
+
+
+@pytest.mark.parametrize("name,statements,expected,paid,resumed", TAMPERED, ids=[c[0] for c in TAMPERED])
+def test_samples_whose_output_in_a_recorded_veo_job_is_unknown_get_a_new_job(name, statements, expected, paid,
+                                                                            resumed, tmp_path, monkeypatch):
+    spec = Spec({"video": MP4, "polls": FOREVER})
+    with GoogleMediaServer(spec) as server:
+        monkeypatch.setenv("GOOGLE_VERTEX_BASE_URL", server.url)
+        assert _outputs(_veo(tmp_path).generate_until(requests(4), disable_tqdm=True)) == ["timeout"] * 4
+        with sqlite3.connect(tmp_path / "media" / store_module.INDEX_NAME) as db:
+            for statement in statements:
+                db.execute(statement)
+        spec.spec["polls"] = 0
+        server.finish_operations()
+        lm = _veo(tmp_path)
+        assert _outputs(lm.generate_until(requests(4), disable_tqdm=True)) == expected
+        assert _sample_counts(server, "veo") == paid and (lm.stats["jobs_resumed"] == 1) == resumed
         assert MediaStore(str(tmp_path / "media")).counts() == {"media": 4, "failures": 0, "jobs": 0}
 
 

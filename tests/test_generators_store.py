@@ -57,6 +57,26 @@ def test_jobs_and_failures_are_cleared_by_the_media_they_lead_to(tmp_path):
         "media": 1, "failures": 0, "jobs": 0}
 
 
+def test_a_job_records_which_output_each_key_takes_and_an_older_index_file_still_opens(tmp_path):
+    index = tmp_path / "index.sqlite3"
+    with sqlite3.connect(index) as db:  # what versions before positions wrote: a job under each sample's key
+        db.execute("CREATE TABLE jobs (key TEXT PRIMARY KEY, job_id TEXT NOT NULL, label TEXT NOT NULL, "
+                   "created REAL NOT NULL)")
+        db.executemany("INSERT INTO jobs VALUES (?, ?, ?, ?)", [("a", "op1", "x", 1.0), ("b", "op1", "x", 1.0)])
+    store = MediaStore(str(tmp_path))
+    assert store.jobs(("a", "b", "c")) == {"a": ("op1", None), "b": ("op1", None)}
+    assert store.record_job(("c", "d", "e"), "op2", "x")
+    assert store.jobs(("c", "d", "e")) == {"c": ("op2", 0), "d": ("op2", 1), "e": ("op2", 2)}
+    with sqlite3.connect(index) as db:  # an older version sharing the folder records a job its own way
+        db.execute("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?)", ("e", "op3", "x", 2.0))
+    assert store.jobs(("e",)) == {"e": ("op3", None)}  # the position e had in op2 is not op3's
+    store.put_many([("c", MP4, "video/mp4")], "x", release=("c", "d"))  # c stored, d released with it
+    assert store.jobs(("a", "b", "c", "d", "e")) == {"a": ("op1", None), "b": ("op1", None), "e": ("op3", None)}
+    store.forget_job(("a", "b", "e"))
+    assert store.counts()["jobs"] == 0 and _rows(tmp_path, "job_outputs") == 0
+    store.close()
+
+
 _DRIVER = """
 import sys
 from lm_eval_mathjudge.generators.{module} import {cls}

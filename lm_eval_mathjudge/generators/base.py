@@ -12,6 +12,8 @@ Flow of ``generate_until`` (lm-eval hands over every request of every task at on
     retry.call_with_retries:
         vendor.generate_many(prompt, count, job) -> [bytes] -> store.put_many -> the files' paths
         fewer outputs than asked: the ones that came are kept, one more call asks for the rest
+        a recorded job resumed: each sample takes the output recorded as its own (job.positions);
+        one whose output is unknown or missing is made by a new job
     GenerationFailure (content policy, safety, failed job) -> failure marker, remembered
     transient errors past max_retries, fatal errors        -> GenerationRunError after the
         batch: every file already generated stays indexed, a rerun generates only the rest
@@ -50,7 +52,9 @@ Writing a vendor generator (the interface other modules implement)
    ``job.wait(check, what)``: ``check()`` returns the finished result or None while pending;
    ``wait`` sleeps ``poll_interval`` between checks and raises ``GenerationFailure(kind="timeout",
    remember=False)`` after ``poll_timeout`` in total (the job stays recorded: a rerun resumes it).
-   If the vendor says the job failed or is gone, call ``job.forget()`` and raise.
+   If the vendor says the job failed or is gone, call ``job.forget()`` and raise. Polling a recorded job,
+   ``generate_many`` returns all of the job's outputs in the vendor's order, whatever ``count`` says:
+   each sample takes the one at its recorded position (``job.positions``).
 
 2. An lm-eval model class, a subclass of ``GeneratorLM``::
 
@@ -273,21 +277,22 @@ class GeneratorLM(LM):
         made: dict[str, _Result] = {}
         pending = list(item.keys)
         tally: Counter = Counter()
+        resume = True  # only the first round takes up a recorded job: what it did not answer needs a new one
         try:
             while pending:
                 job = Job(self._store, pending, self._label, self.settings,
-                          on_start=lambda: self._count("jobs_started"))
+                          on_start=lambda: self._count("jobs_started"), resume=resume)
+                resume = False
                 if job.resumed:
                     self._count("jobs_resumed")
                 stored = call_with_retries(lambda: self._attempt(item.prompt, job, tally), self._policy,
                                            on_retry=self._on_retry)
-                for key, media in zip(pending, stored):
-                    made[key] = _Result(path=media.path)
-                pending = pending[len(stored):]
+                made.update({key: _Result(path=media.path) for key, media in stored.items()})
+                asked, pending = len(pending), [key for key in pending if key not in stored]
                 if pending:
                     self._count("short_returns")
-                    log.info("%s: asked for %d outputs, got %d; asking again for the rest", self._label,
-                             len(stored) + len(pending), len(stored))
+                    log.info("%s: %d of %d samples got an output; asking again for the rest", self._label,
+                             asked - len(pending), asked)
         except GenerationFailure as exc:
             message = redact(str(exc))
             for key in pending:
@@ -297,16 +302,21 @@ class GeneratorLM(LM):
             log.warning("%s: no media for %d sample(s) of one prompt (%s): %s", self._label, len(pending), exc.kind,
                         message)
         except JudgeCallError as exc:
-            made.update({key: _Result(error=exc) for key in pending})
+            made.update(self._unmade(pending, exc))
         except Exception as exc:  # a vendor bug must not lose the other requests' media
             log.exception("%s: unexpected error while generating", self._label)
             error = JudgeCallError(redact(f"unexpected error: {exc!r}"), kind="unexpected")
-            made.update({key: _Result(error=error) for key in pending})
+            made.update(self._unmade(pending, error))
         first = item.keys[0]
         made[first] = replace(made[first], calls=tally["calls"], outputs=tally["outputs"])
         return made
 
-    def _attempt(self, prompt: str, job: Job, tally: Counter) -> list[StoredMedia]:
+    def _unmade(self, pending: list[str], error: JudgeCallError) -> dict[str, _Result]:
+        """The error for each of ``pending`` still without media (a full disk midway kept the ones before it)."""
+        found = {key: self._store.find(key) for key in pending}
+        return {key: _Result(path=media.path) if media else _Result(error=error) for key, media in found.items()}
+
+    def _attempt(self, prompt: str, job: Job, tally: Counter) -> dict[str, StoredMedia]:
         if self._fatal is not None:  # another request hit a fatal error: stop spending
             raise FatalJudgeError(f"not sent: {self._fatal}", kind="aborted")
         retry, self._retrying.value = getattr(self._retrying, "value", False), False
@@ -334,29 +344,39 @@ class GeneratorLM(LM):
             permit.done(outcome)
         tally["outputs"] += len(produced)
         self._count("outputs", len(produced))
+        if not produced:  # retried (a recorded job is polled again, not paid for again)
+            raise TransientJudgeError(f"{self._label} answered without any {self._generator.kind}",
+                                      kind="bad_response")
+        # Each key takes its own output: a fresh job's keys the first ones in order (more than asked: not ours
+        # to keep apart from the samples asked for); a resumed job's keys the ones they were recorded with.
+        claims = [(key, produced[p]) for key, p in zip(job.keys, job.positions) if p is not None and p < len(produced)]
+        if not claims:  # a resumed job made fewer outputs than its recorded positions say: a new job makes them
+            log.warning("%s: job %s has no output at the positions recorded for %d sample(s); a new job makes them",
+                        self._label, job.id, len(job.keys))
+            job.forget()
+            return {}
         checked, problems = [], []
-        for media in produced[:count]:  # more than asked: not ours to keep apart from the samples asked for
+        for key, media in claims:
             try:
-                checked.append(self._checked(media))
+                checked.append((key, *self._checked(media)))
             except TransientJudgeError as exc:
                 problems.append(exc)
-        if not checked:  # retried (a recorded job is polled again, not paid for again)
-            raise problems[0] if problems else TransientJudgeError(
-                f"{self._label} answered without any {self._generator.kind}", kind="bad_response")
+        if not checked:  # retried, as above
+            raise problems[0]
         if problems:
             log.warning("%s: %d of %d outputs dropped (%s); asking again for them", self._label, len(problems),
-                        len(produced), problems[0])
+                        len(claims), problems[0])
         try:  # the job's outputs are all here: its other samples are asked for anew
-            return self._store.put_many([(key, *media) for key, media in zip(job.keys, checked)], self._label,
-                                        release=job.keys)
+            stored = self._store.put_many(checked, self._label, release=job.keys)
         except FatalJudgeError as exc:  # the disk refused the file: every further one would be paid and lost
             with self._lock:
                 self._fatal = self._fatal or exc
             raise
+        return {key: media for (key, _, _), media in zip(checked, stored)}
 
     def _ask(self, prompt: str, count: int, job: Job) -> list[bytes | GeneratedMedia]:
         many = getattr(self._generator, "generate_many", None)
-        if count == 1 or not callable(many):
+        if not callable(many) or (count == 1 and job.id is None):  # a recorded job: all its outputs, for positions
             return [self._generator.generate(prompt, job)]
         return list(many(prompt, count, job))
 

@@ -3,7 +3,8 @@
 Layout under ``media_dir`` (folders 0700, files 0600):
 
     <sha256>.<ext>       the media bytes, named by their own hash
-    index.sqlite3        request key -> file; failures worth remembering; started jobs
+    index.sqlite3        request key -> file; failures worth remembering; started jobs, and which
+                         of its job's outputs each key takes
 
 A request key is the hash of everything that shapes the output: adapter, model,
 normalised options and the exact prompt text (``request_key``), plus the sample
@@ -14,8 +15,12 @@ after the rename: a run killed at any moment leaves either a complete file or
 no index row, never a half-written file that is used. A vendor job id is
 recorded the moment the job is started, so a rerun after a crash polls that job
 instead of paying for a new one; a job that makes several samples at once is
-recorded under each of their keys, and its outputs are indexed, and the job
-released, in one transaction.
+recorded under each of their keys with the position of that key's output among
+the job's outputs (``job_outputs``, a side table so that older versions sharing
+the folder keep writing ``jobs`` as they did), and its outputs are indexed, and
+the job released, in one transaction. A rerun after only some of a job's samples
+were stored (a full disk midway, or a run with a smaller k) takes each remaining
+key's own output, not the first ones again.
 
 The index is SQLite in WAL mode like the judge cache: several processes may
 share one media folder.
@@ -62,6 +67,9 @@ _SCHEMA = (
     "label TEXT NOT NULL, created REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS jobs (key TEXT PRIMARY KEY, job_id TEXT NOT NULL, label TEXT NOT NULL, "
     "created REAL NOT NULL)",
+    # A row counts only beside a jobs row of the same job_id: an older version replaces or deletes jobs rows
+    # without touching this table.
+    "CREATE TABLE IF NOT EXISTS job_outputs (key TEXT PRIMARY KEY, job_id TEXT NOT NULL, position INTEGER NOT NULL)",
 )
 
 
@@ -154,24 +162,16 @@ class MediaStore:
                 break
 
         def index() -> None:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for key, media in stored:
-                    self._db.execute("INSERT OR REPLACE INTO media VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                     (key, os.path.basename(media.path), media.sha256, media.size, media.mime_type,
-                                      label, time.time()))
-                    self._db.execute("DELETE FROM failures WHERE key = ?", (key,))
-                done = {key for key, _ in stored}
-                for key in done | (set(release) if problem is None else set()):
-                    self._db.execute("DELETE FROM jobs WHERE key = ?", (key,))
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
+            for key, media in stored:
+                self._db.execute("INSERT OR REPLACE INTO media VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                 (key, os.path.basename(media.path), media.sha256, media.size, media.mime_type,
+                                  label, time.time()))
+                self._db.execute("DELETE FROM failures WHERE key = ?", (key,))
+            # The keys of a job stopped by a full disk keep it (and their positions in it) for the rerun.
+            self._drop_jobs({key for key, _ in stored} | (set(release) if problem is None else set()))
 
-        if stored:
-            self._guarded(index)  # not indexed: still this run's answer (the file is whole), made again by a rerun
+        if stored:  # not indexed: still this run's answer (the file is whole), made again by a rerun
+            self._guarded(lambda: self._transaction(index))
         if problem is not None:
             raise problem
         return [media for _, media in stored]
@@ -218,26 +218,46 @@ class MediaStore:
             row = self._db.execute("SELECT job_id FROM jobs WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
+    def jobs(self, keys: tuple[str, ...]) -> dict[str, tuple[str, int | None]]:
+        """The recorded job of each of ``keys`` that has one, and the position of the key's output among the
+        job's outputs (None: recorded by a version that kept no positions)."""
+        found = {}
+        with self._lock:
+            for key in keys:
+                row = self._db.execute(
+                    "SELECT j.job_id, o.position FROM jobs j LEFT JOIN job_outputs o "
+                    "ON o.key = j.key AND o.job_id = j.job_id WHERE j.key = ?", (key,)).fetchone()
+                if row is not None:
+                    found[key] = (row[0], row[1])
+        return found
+
     def record_job(self, key: str | tuple[str, ...], job_id: str, label: str) -> bool:
-        """A single autocommitted statement: on disk before the first poll (False: the disk refused it).
-        A job making several samples is recorded under each of their keys."""
+        """Committed before it returns: on disk before the first poll (False: the disk refused it).
+        A job making several samples is recorded under each of their keys, ``keys[i]`` taking output i."""
         keys = (key,) if isinstance(key, str) else key
         now = time.time()
-        return self._guarded(lambda: self._each("INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?)",
-                                                [(k, job_id, label, now) for k in keys]))
+
+        def record() -> None:
+            self._db.executemany("INSERT OR REPLACE INTO jobs (key, job_id, label, created) VALUES (?, ?, ?, ?)",
+                                 [(k, job_id, label, now) for k in keys])
+            self._db.executemany("INSERT OR REPLACE INTO job_outputs (key, job_id, position) VALUES (?, ?, ?)",
+                                 [(k, job_id, i) for i, k in enumerate(keys)])
+
+        return self._guarded(lambda: self._transaction(record))
 
     def forget_job(self, key: str | tuple[str, ...]) -> None:
         keys = (key,) if isinstance(key, str) else key
-        self._guarded(lambda: self._each("DELETE FROM jobs WHERE key = ?", [(k,) for k in keys]))
+        self._guarded(lambda: self._transaction(lambda: self._drop_jobs(keys)))
 
-    def _each(self, statement: str, rows: list[tuple]) -> None:
-        """One statement per row, all or none (the connection autocommits each statement on its own)."""
-        if len(rows) == 1:
-            self._db.execute(statement, rows[0])
-            return
+    def _drop_jobs(self, keys) -> None:
+        for table in ("jobs", "job_outputs"):
+            self._db.executemany(f"DELETE FROM {table} WHERE key = ?", [(k,) for k in keys])
+
+    def _transaction(self, work: Callable[[], None]) -> None:
+        """Several statements, all or none (the connection autocommits each statement on its own)."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            self._db.executemany(statement, rows)
+            work()
             self._db.execute("COMMIT")
         except BaseException:
             if self._db.in_transaction:
