@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED_DATA, read_jsonl
+from tests.conftest import REPO, SHARED_DATA, read_jsonl
 from tests.e2e import exact_match_judge, question_of, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 
@@ -33,18 +33,29 @@ def model(body: dict) -> str:
     return f"Counting it out.\n\\boxed{{{GOLD[question_of(body)]}}}"
 
 
-def _run(tmp: Path, name: str, model=model, **meta) -> dict:
+def _run(tmp: Path, name: str, model=model, tasks: str = TASK, include: Path | None = None, **meta) -> dict:
     with ChatCompletionsServer(model, latency=0.2) as lm, ChatCompletionsServer(exact_match_judge) as judge:
         run = run_lm_eval(
             ["--model", "local-chat-completions", "--model_args",
              f"model=loopback-model,base_url={lm.chat_url},num_concurrent=2,max_retries=1",
-             "--apply_chat_template", "--tasks", TASK, "--limit", str(N),
+             "--apply_chat_template", "--tasks", tasks, "--limit", str(N),
+             *(["--include_path", str(include)] if include else []),
              "--metadata", json.dumps({"judge_base_url": judge.url, "judge_concurrency": 4, **meta})],
             {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(tmp / name / "cache"),
              "OPENAI_API_KEY": "sk-loopback"}, tmp / name / "out")
         judge_times = [r.time for r in judge.requests if judge.is_model_call(r.method, r.path)]
         last_generation = max(lm.replies_sent) if lm.replies_sent else None
-    return {"run": run, "judge_times": judge_times, "last_generation": last_generation}
+        model_calls = sum(1 for r in lm.requests if lm.is_model_call(r.method, r.path))
+    return {"run": run, "judge_times": judge_times, "last_generation": last_generation, "model_calls": model_calls}
+
+
+def _task_yaml(folder: Path, name: str, extra: str = "") -> Path:
+    """A task of our own beside the shipped ones: the GSM8K judged task under another name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    configs = REPO / "task_configs"
+    (folder / f"{name}.yaml").write_text(f"include: [{configs / '_judge_gpt4em.yaml'}, {configs / '_data_gsm8k.yaml'}]\n"
+                                         f"task: {name}\n{extra}")
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +125,45 @@ def test_k_samples_are_judged_as_they_arrive_with_the_metrics_of_judging_after_g
     assert metrics_on == metrics_off
     assert metrics_on[f"gpt4_exact_match_avg@{k},none"] == pytest.approx(2 / 3)  # right, wrong, right
     assert metrics_on[f"gpt4_exact_match_pass@{k},none"] == 1.0
+
+
+def test_a_filter_that_keeps_fewer_than_k_samples_is_refused_before_anything_is_generated(tmp_path):
+    folder = _task_yaml(tmp_path / "tasks", "gsm8k_gpt4em_voted", "filter_list:\n  - name: voted\n    filter:\n"
+                        "      - function: majority_vote\n      - function: take_first\n")
+    result = _run(tmp_path, "voted", tasks="gsm8k_gpt4em_voted", include=folder, repeats=3)
+    assert result["run"].returncode != 0
+    assert "the filter 'voted' keeps 1 of the 3 samples of each doc" in result["run"].stderr, result["run"].stderr[-3000:]
+    assert "Traceback" not in result["run"].stderr
+    assert result["model_calls"] == 0 and result["judge_times"] == []
+
+
+def test_two_tasks_with_one_prompt_and_a_budget_pay_for_each_own_answer_once(tmp_path, estimate):
+    """The model answers each call differently: which task an arrival belongs to is unknown until the end,
+    so under a budget their shared prompts are judged by the pass, each task on its own answers."""
+    folder = _task_yaml(tmp_path / "tasks", "gsm8k_gpt4em_twin")
+    result = _run(tmp_path, "twins", model=Sampler(), tasks=f"{TASK},gsm8k_gpt4em_twin", include=folder,
+                  judge_budget_usd=round(100 * estimate, 4))
+    assert result["run"].returncode == 0, result["run"].stderr[-3000:]
+    assert result["model_calls"] == 2 * N
+    assert len(result["judge_times"]) == 2 * N  # one call per task per doc: no early call judged the twin's answer
+    runs = result["run"].results()["configs"]
+    assert [runs[t]["metadata"]["judge"]["run"]["judge_calls"] for t in (TASK, "gsm8k_gpt4em_twin")] == [N, N]
+
+
+def test_shared_verdicts_with_k_samples_judge_after_generation(tmp_path):
+    """judge_dedupe=answer groups a doc's k answers once all are in: streaming them would pay for each."""
+    asked, lock = collections.Counter(), threading.Lock()
+
+    def same_answer(body: dict) -> str:  # three ways of writing the same number, in turn
+        question = question_of(body)
+        with lock:
+            asked[question] += 1
+            j = asked[question] % 3
+        gold = GOLD[question]
+        return [f"Adding it up: \\boxed{{{gold}}}", f"The answer is {gold}.", f"So it is ${gold}.0$."][j]
+
+    result = _run(tmp_path, "dedupe", model=same_answer, repeats=3, judge_dedupe="answer")
+    assert result["run"].returncode == 0, result["run"].stderr[-3000:]
+    assert result["model_calls"] == 3 * N
+    assert len(result["judge_times"]) == N  # one verdict per doc, shared by its three ways of writing it
+    assert not _streamed(result)
