@@ -140,7 +140,9 @@ def test_a_filter_that_keeps_fewer_than_k_samples_is_refused_before_anything_is_
 def test_two_tasks_with_one_prompt_and_a_budget_pay_for_each_own_answer_once(tmp_path, estimate):
     """The model answers each call differently: which task an arrival belongs to is unknown until the end,
     so under a budget their shared prompts are judged by the pass, each task on its own answers."""
-    folder = _task_yaml(tmp_path / "tasks", "gsm8k_gpt4em_twin")
+    # the twin has a judge of its own: an early call made on the other task's answer is of no use to it
+    folder = _task_yaml(tmp_path / "tasks", "gsm8k_gpt4em_twin",
+                        "mathjudge:\n  judge: exact_match\n  settings:\n    model: gpt-4o-2024-08-06\n")
     result = _run(tmp_path, "twins", model=Sampler(), tasks=f"{TASK},gsm8k_gpt4em_twin", include=folder,
                   judge_budget_usd=round(100 * estimate, 4))
     assert result["run"].returncode == 0, result["run"].stderr[-3000:]
