@@ -146,12 +146,71 @@ def isolate_gemini_sdk(monkeypatch, key: str) -> None:
     monkeypatch.setattr(gemini_files, "FILE_POLL_SECONDS", 0.01)
 
 
-def cache_opener(base: str, worker: int, rounds: int, start, results) -> None:
+# Judge cache files as each version of the package left them (``judging/cache.py``), and the one write
+# the released versions make: a positional six-value insert, which must keep working on every file.
+_FIRST_SCHEMA = (
+    "CREATE TABLE replies (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT NOT NULL, finish_reason TEXT, "
+    "judge TEXT NOT NULL, created REAL NOT NULL)",
+    "CREATE TABLE leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, "
+    "expires REAL NOT NULL)",
+    "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT)",
+)
+CACHE_SHAPES = {  # shape: the statements that made it; whether its rows hold a snapshot
+    "six columns (the released versions)": (_FIRST_SCHEMA, False),
+    "eight columns (migrated by ALTER TABLE)": (_FIRST_SCHEMA + ("ALTER TABLE replies ADD COLUMN model TEXT",
+                                                                 "ALTER TABLE replies ADD COLUMN fingerprint TEXT"),
+                                                True),
+    "eight columns (created so)": ((_FIRST_SCHEMA[0][:-1] + ", model TEXT, fingerprint TEXT)",) + _FIRST_SCHEMA[1:],
+                                   True),
+}
+OLDER_VERSION_INSERT = "INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?)"
+
+
+def write_cache_file(folder, shape: str, rows: list[tuple]) -> None:
+    """A judge cache in ``folder`` as the version of ``shape`` wrote it (WAL), holding ``rows``.
+
+    A row is (key, text, model, fingerprint); the snapshot is kept only where the shape has room for it.
+    """
+    import os
+    import sqlite3
+
+    from lm_eval_mathjudge.judging.cache import FILE_NAME
+
+    statements, snapshots = CACHE_SHAPES[shape]
+    os.makedirs(folder, exist_ok=True)
+    db = sqlite3.connect(os.path.join(folder, FILE_NAME), isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode = WAL")
+        for statement in statements:
+            db.execute(statement)
+        for key, text, model, fingerprint in rows:
+            if snapshots:
+                db.execute("INSERT INTO replies VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           (key, text, "{}", "stop", "openai:gpt-4o", 1.0, model, fingerprint))
+            else:
+                db.execute(OLDER_VERSION_INSERT, (key, text, "{}", "stop", "openai:gpt-4o", 1.0))
+    finally:
+        db.close()
+
+
+def older_version_stores(folder, key: str, text: str) -> None:
+    """Store a reply as a released version does (its exact statement); raises where that version would fail."""
+    import os
+    import sqlite3
+
+    from lm_eval_mathjudge.judging.cache import FILE_NAME
+
+    with sqlite3.connect(os.path.join(folder, FILE_NAME), timeout=60) as db:
+        db.execute(OLDER_VERSION_INSERT, (key, text, "{}", "stop", "openai:gpt-4-turbo-2024-04-09", 2.0))
+
+
+def cache_opener(base: str, worker: int, rounds: int, start, results, model: str | None = None) -> None:
     """Open a fresh cache folder per round at the same moment as the other processes (issue 20).
 
     Each round: wait on `start` (a multiprocessing Barrier), open ``base/round-N`` (new: the first
-    opener creates it, sets WAL and the schema), store one reply, read it back, close. Reports
-    (worker, rounds without error, errors) on `results`.
+    opener creates it, sets WAL and the schema; or a file an older version left), store one reply
+    (with the snapshot ``model``), read it back, close. Reports (worker, rounds without error, errors)
+    on `results`.
     """
     import os
 
@@ -164,8 +223,8 @@ def cache_opener(base: str, worker: int, rounds: int, start, results) -> None:
             start.wait(timeout=60)
             cache = ReplyCache(os.path.join(base, f"round-{n}"))
             try:
-                cache.put(f"w{worker}", Reply(text=REPLY_CORRECT), "openai:gpt-4-turbo-2024-04-09")
-                if cache.get(f"w{worker}") is None:
+                cache.put(f"w{worker}", Reply(text=REPLY_CORRECT, model=model), "openai:gpt-4-turbo-2024-04-09")
+                if cache.get(f"w{worker}") != Reply(text=REPLY_CORRECT, model=model):
                     raise AssertionError("the reply just stored is not there")
             finally:
                 cache.close()

@@ -19,7 +19,7 @@ from lm_eval_mathjudge.core.types import Reply
 from lm_eval_mathjudge.judging import cache as cache_module
 from lm_eval_mathjudge.judging.cache import FILE_NAME, ReplyCache
 from lm_eval_mathjudge.settings.layers import resolve_settings
-from tests._helpers import cache_opener
+from tests._helpers import CACHE_SHAPES, REPLY_CORRECT, cache_opener, older_version_stores, write_cache_file
 
 PROCESSES, ROUNDS = 8, 50
 
@@ -43,6 +43,36 @@ def test_a_fresh_cache_opened_by_many_processes_at_once_never_fails(tmp_path):
         with sqlite3.connect(tmp_path / f"round-{n}" / FILE_NAME) as db:
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
             assert db.execute("SELECT COUNT(*) FROM replies").fetchone()[0] == PROCESSES
+
+
+@pytest.mark.parametrize("shape", list(CACHE_SHAPES))
+def test_a_cache_file_an_older_version_left_opened_by_many_processes_at_once(tmp_path, shape):
+    """Each opener may find the file to rebuild (eight columns); one does it, none fails, nothing is lost."""
+    rounds = 10
+    for n in range(rounds):
+        write_cache_file(tmp_path / f"round-{n}", shape, [("old", REPLY_CORRECT, "gpt-4o-2024-08-06", "fp_0")])
+    ctx = multiprocessing.get_context("spawn")
+    start, results = ctx.Barrier(PROCESSES), ctx.Queue()
+    procs = [ctx.Process(target=cache_opener, args=(str(tmp_path), w, rounds, start, results, "gpt-4o-2024-11-20"))
+             for w in range(PROCESSES)]
+    for p in procs:
+        p.start()
+    reports = [results.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    errors = [e for _, _, errs in reports for e in errs]
+    assert errors == [], errors[:5]
+    old = Reply(REPLY_CORRECT, {}, "stop", *(("gpt-4o-2024-08-06", "fp_0") if CACHE_SHAPES[shape][1] else ()))
+    for n in range(rounds):
+        folder = tmp_path / f"round-{n}"
+        older_version_stores(folder, "older", REPLY_CORRECT)  # six columns again: the older insert works
+        cache = ReplyCache(str(folder))
+        try:
+            assert len(cache) == PROCESSES + 2 and cache.get("old") == old
+            assert {cache.get(f"w{w}").model for w in range(PROCESSES)} == {"gpt-4o-2024-11-20"}
+        finally:
+            cache.close()
 
 
 def test_a_cache_that_stays_locked_says_how_long_it_was_waited_for(tmp_path, monkeypatch):

@@ -9,8 +9,11 @@ import os
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from lm_eval_mathjudge.judging.cache import FILE_NAME, ReplyCache, request_key
 from lm_eval_mathjudge.core.types import Reply
+from tests._helpers import CACHE_SHAPES, older_version_stores, write_cache_file
 from tests.conftest import DATASETS, read_jsonl
 from tests.e2e import CANARY_KEY, run_lm_eval, run_mathjudge
 from tests.loopback import ChatCompletionsServer
@@ -158,3 +161,28 @@ def test_damaged_or_missing_sources_give_what_can_be_read_with_a_clear_message(t
     assert len(_replies(tmp_path / "into")) == 3 + salvaged
     assert "Traceback" not in done.stdout + done.stderr
     assert (tmp_path / "pages" / FILE_NAME).read_bytes() == bytes(data)  # sources left as they were
+
+
+@pytest.mark.parametrize("shape", [*CACHE_SHAPES, "this version"])
+def test_a_merge_carries_the_snapshots_of_a_cache_file_of_any_version(tmp_path, shape):
+    rows = [(_key(n), f"reply {n}", f"gpt-4o-2024-0{n}-06", f"fp_{n}") for n in (1, 2)] + [(_key(3), "reply 3",
+                                                                                              None, None)]
+    if shape == "this version":
+        source = ReplyCache(str(tmp_path / "source"))
+        for key, text, model, fingerprint in rows:
+            source.put(key, Reply(text, {}, "stop", model, fingerprint), JUDGE)
+        source.close()
+    else:
+        write_cache_file(tmp_path / "source", shape, rows)
+    kept = shape == "this version" or CACHE_SHAPES[shape][1]
+    before = {p.name: p.read_bytes() for p in (tmp_path / "source").iterdir()}
+    done = _merge(tmp_path, tmp_path / "source")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {p.name: p.read_bytes() for p in (tmp_path / "source").iterdir()} == before  # only read
+    merged = ReplyCache(str(tmp_path / "into"))
+    try:
+        assert [(merged.get(k).model, merged.get(k).fingerprint) for k, *_ in rows] == \
+            [(m, f) if kept else (None, None) for _, _, m, f in rows]
+    finally:
+        merged.close()
+    older_version_stores(tmp_path / "into", _key(4), "reply 4")  # the merged file takes an older version's insert

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 
 import pytest
 
 from lm_eval_mathjudge.__main__ import main
 from lm_eval_mathjudge.core import docs as data
 from lm_eval_mathjudge.core.types import Reply, clean_reply
+from lm_eval_mathjudge.judging.cache import FILE_NAME, REPLY_COLUMNS, ReplyCache, request_key
+from tests._helpers import CACHE_SHAPES, older_version_stores, write_cache_file
 from tests.conftest import read_jsonl, write_data_slice
 
 TASK = "gsm8k_gpt4em"
@@ -78,41 +81,75 @@ def test_a_reported_model_version_is_cleaned_like_the_reply(reported, kept):
 
 
 # ---------------------------------------------------------------------- every reply carries its snapshot
-OLD_SCHEMA = ("CREATE TABLE replies (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT NOT NULL, "
-              "finish_reason TEXT, judge TEXT NOT NULL, created REAL NOT NULL)")  # before the snapshot columns
 VERDICT = "Error Analysis: 80 matches the reference.\nFinal Verdict: Correct"
+SHAPES = (*CACHE_SHAPES, "this version")
+K0, K1, K2, K3 = (request_key({"prompt": n}) for n in range(4))
 
 
-def test_the_cache_keeps_the_snapshot_and_an_older_cache_file_still_opens(tmp_path):
-    import sqlite3
+def _cache_file(folder, shape: str) -> Reply:
+    """A cache of ``shape`` holding K0 judged by gpt-4o-2024-08-06; K0's reply as it reads back."""
+    if shape == "this version":
+        cache = ReplyCache(str(folder))
+        cache.put(K0, Reply(VERDICT, {}, "stop", "gpt-4o-2024-08-06", "fp_0"), "openai:gpt-4o")
+        cache.close()
+    else:
+        write_cache_file(folder, shape, [(K0, VERDICT, "gpt-4o-2024-08-06", "fp_0")])
+    kept = shape == "this version" or CACHE_SHAPES[shape][1]
+    return Reply(VERDICT, {}, "stop", *(("gpt-4o-2024-08-06", "fp_0") if kept else (None, None)))
 
-    from lm_eval_mathjudge.judging.cache import FILE_NAME, ReplyCache, request_key
-    from lm_eval_mathjudge.judging.cache_merge import merge
 
-    k0, k1 = request_key({"prompt": "old"}), request_key({"prompt": "new"})
+def _reply_columns(folder) -> tuple[str, ...]:
+    with contextlib.closing(sqlite3.connect(folder / FILE_NAME)) as db:
+        return tuple(row[1] for row in db.execute("PRAGMA table_info(replies)"))
 
-    new = ReplyCache(str(tmp_path / "new"))
-    new.put(k1, Reply(VERDICT, {"total_tokens": 9}, "stop", model="gpt-4o-2024-08-06", fingerprint="fp_1"), "j")
-    new.close()
-    again = ReplyCache(str(tmp_path / "new"))
-    assert again.get(k1) == Reply(VERDICT, {"total_tokens": 9}, "stop", "gpt-4o-2024-08-06", "fp_1")
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_cache_file_keeps_its_snapshots_and_stays_writable_by_an_older_version(tmp_path, shape):
+    """Released versions store with a positional six-value insert; an eight-column table refused it."""
+    first = _cache_file(tmp_path, shape)
+    cache = ReplyCache(str(tmp_path))
+    assert cache.get(K0) == first
+    newer = Reply(VERDICT, {"total_tokens": 9}, "stop", "gpt-4o-2024-11-20", "fp_1")
+    assert cache.put(K1, newer, "openai:gpt-4o") and cache.get(K1) == newer
+    older_version_stores(tmp_path, K2, VERDICT)  # an older install sharing the folder, while this one has it open
+    assert cache.get(K2) == Reply(VERDICT, {}, "stop")  # stored by a version that records no snapshot
+    cache.close()
+    assert _reply_columns(tmp_path) == REPLY_COLUMNS
+    again = ReplyCache(str(tmp_path))
+    assert [again.get(k) for k in (K0, K1, K2)] == [first, newer, Reply(VERDICT, {}, "stop")]
     again.close()
+    older_version_stores(tmp_path, K3, VERDICT)
 
-    (tmp_path / "old").mkdir()
-    with sqlite3.connect(tmp_path / "old" / FILE_NAME) as db:  # a cache written by an earlier version
-        db.execute(OLD_SCHEMA)
-        db.execute("INSERT INTO replies VALUES (?, ?, ?, ?, ?, ?)", (k0, VERDICT, "{}", "stop", "j", 1.0))
-    merged = ReplyCache(str(tmp_path / "merged"))
-    assert merge([str(tmp_path / "old")], merged, out=lambda line: None) == 0  # an older file merges whole
-    assert merged.get(k0) == Reply(VERDICT, {}, "stop")
-    merged.close()
-    old = ReplyCache(str(tmp_path / "old"))
-    assert old.get(k0) == Reply(VERDICT, {}, "stop")  # its replies read as before, reporting no snapshot
-    old.put(k1, Reply(VERDICT, model="gemini-2.5-pro-002"), "j")
-    assert old.get(k1).model == "gemini-2.5-pro-002"
-    old.close()
-    with sqlite3.connect(tmp_path / "old" / FILE_NAME) as db:
-        assert {"model", "fingerprint"} <= {row[1] for row in db.execute("PRAGMA table_info(replies)")}
+
+def test_a_reply_an_older_version_stores_over_one_with_a_snapshot_reports_none(tmp_path):
+    cache = ReplyCache(str(tmp_path))
+    cache.put(K0, Reply(VERDICT, model="gpt-4o-2024-08-06", fingerprint="fp_0"), "openai:gpt-4o")
+    older_version_stores(tmp_path, K0, "Final Verdict: Incorrect")  # INSERT OR REPLACE, knowing no reply_meta
+    assert cache.get(K0) == Reply("Final Verdict: Incorrect", {}, "stop")  # not the snapshot of the reply it replaced
+    cache.put(K0, Reply(VERDICT, model="gpt-4o-2024-11-20"), "openai:gpt-4o")
+    assert cache.get(K0).model == "gpt-4o-2024-11-20"
+    cache.close()
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_cache_file_of_any_version_only_read_on_a_full_disk_reports_its_snapshots(tmp_path, shape, monkeypatch):
+    from lm_eval_mathjudge.core import files
+
+    first = _cache_file(tmp_path, shape)
+    columns = _reply_columns(tmp_path)
+
+    def no_room_to_write(path: str, **options):
+        if not options.get("uri"):  # a read-write open: SQLite cannot create the -shm file
+            raise sqlite3.OperationalError("disk I/O error")
+        return sqlite3.connect(path, **options)
+
+    monkeypatch.setattr(files, "open_sqlite", no_room_to_write)
+    frozen = ReplyCache(str(tmp_path))
+    assert len(frozen) == 1 and frozen.get(K0) == first
+    assert frozen.put(K1, Reply(VERDICT, model="gpt-4o-2024-11-20"), "openai:gpt-4o") is False
+    assert frozen.get(K1).model == "gpt-4o-2024-11-20"  # kept in memory for this run
+    frozen.close()
+    assert _reply_columns(tmp_path) == columns  # only read: the file is as it was
 
 
 def _client(settings, cache_dir):

@@ -5,6 +5,8 @@ them against SciPy where it is installed).
 
 * ``wilson_interval``: 95% score interval of a proportion (k of n). Unlike the
   normal interval it stays inside [0, 1] and is sane at 0/n and n/n.
+* ``clustered_wilson_interval``: the same for units in clusters (k samples per problem), on
+  the sample size the design effect leaves.
 * ``normal_interval``: mean ± z·stderr, for metrics that are not proportions.
 * ``mcnemar_exact``: two-sided exact McNemar test on the discordant pairs (a binomial
   test of b against b + c at p = 1/2).
@@ -42,6 +44,28 @@ def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     # At 0/n and n/n one end is exactly 0 or 1; floating point would leave ~1e-18 there.
     return (0.0 if k == 0 else max(0.0, centre - half), 1.0 if k == n else min(1.0, centre + half))
+
+
+def clustered_wilson_interval(clusters: Sequence[tuple[int, int]], z: float = Z95) -> tuple[float, float]:
+    """Wilson interval of a pooled proportion whose units come in clusters ((k, n) per cluster: the k
+    samples of one problem are not independent), on the effective sample size n / design effect.
+
+    The design effect is the ratio estimator's cluster variance over the independent-units variance,
+    kept between 1 (independent) and the mean cluster size (every cluster all or nothing); when it
+    cannot be estimated (one cluster, or a proportion of 0 or 1) the mean cluster size is used, so the
+    interval is then as wide as one unit per cluster.
+    """
+    clusters = [(k, n) for k, n in clusters if n > 0]
+    total, hits = sum(n for _, n in clusters), sum(k for k, _ in clusters)
+    if total == 0:
+        return (math.nan, math.nan)
+    p, size = hits / total, total / len(clusters)
+    deff = size
+    if len(clusters) > 1 and 0 < p < 1:
+        spread = sum((k - p * n) ** 2 for k, n in clusters) * len(clusters) / (len(clusters) - 1) / total ** 2
+        deff = min(size, max(1.0, spread / (p * (1 - p) / total)))
+    effective = total / deff
+    return wilson_interval(p * effective, effective, z)
 
 
 def normal_interval(mean: float, stderr: float, z: float = Z95) -> tuple[float, float]:

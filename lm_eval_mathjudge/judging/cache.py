@@ -75,17 +75,26 @@ _FROZEN_CONSEQUENCE = ("This is not damage: the cache is left as it is and only 
                        "still used). New replies are still used for their verdicts but not stored, so a rerun pays "
                        "for them again; free space there (or set MATHJUDGE_CACHE_DIR to a folder with room) to keep "
                        "them. Reported once; the counts are in the results file (judge run stats: cache_failures)")
+_REPLIES = ("CREATE TABLE IF NOT EXISTS {name} (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT NOT NULL, "
+            "finish_reason TEXT, judge TEXT NOT NULL, created REAL NOT NULL)")
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT NOT NULL, "
-    "finish_reason TEXT, judge TEXT NOT NULL, created REAL NOT NULL, model TEXT, fingerprint TEXT)",
+    _REPLIES.format(name="replies"),
+    # The snapshot the API reported, beside the reply rather than in it: every released version writes
+    # ``INSERT OR REPLACE INTO replies VALUES`` with six values, so ``replies`` keeps its six columns. A
+    # snapshot belongs to the reply stored at ``created``: a reply an older version stores over it has none.
+    "CREATE TABLE IF NOT EXISTS reply_meta (key TEXT PRIMARY KEY, created REAL NOT NULL, model TEXT, "
+    "fingerprint TEXT)",
     "CREATE TABLE IF NOT EXISTS leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, "
     "pid INTEGER NOT NULL, expires REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)",
 )
-REPLY_COLUMNS = ("key", "text", "usage", "finish_reason", "judge", "created", "model", "fingerprint")  # in order
-# Columns added after the first release, nullable: an older file gets them when first opened for writing
-# (``ALTER TABLE``), and a file only read keeps working without them (its replies report no snapshot).
-ADDED_COLUMNS = ("model", "fingerprint")
+REPLY_COLUMNS = ("key", "text", "usage", "finish_reason", "judge", "created")  # the replies table, in order
+SNAPSHOT_COLUMNS = ("model", "fingerprint")  # in reply_meta; a row of ``add_replies`` ends with them
+# A file written between the snapshot columns' arrival and reply_meta has them in ``replies`` itself
+# (``ALTER TABLE``), which broke the older versions' six-value insert: opening it for writing rebuilds
+# ``replies`` with six columns once, moving those snapshots to reply_meta; a file only read keeps them there.
+_INSERT_REPLY = (f"INSERT OR REPLACE INTO replies ({', '.join(REPLY_COLUMNS)}) "
+                 f"VALUES ({', '.join('?' * len(REPLY_COLUMNS))})")
 T = TypeVar("T")
 HOSTS_DIR = "hosts"  # host-local caches, one folder per host, used instead of a folder on a network filesystem
 _MOVED: set[str] = set()  # network folders already reported in this process
@@ -180,7 +189,7 @@ class ReplyCache:
         self._frozen: BaseException | None = None  # why the file is only read (a disk with no room to open it)
         self._opening = time.monotonic()  # when the current attempt to open began (a lock message says how long)
         self._db = self._open_checked()
-        self._columns = _reply_columns(self._db)  # a file opened read only may predate ADDED_COLUMNS
+        self._select = _reply_select(self._db)  # a file opened read only may be of any version's shape
 
     # ------------------------------------------------------------------ opening
     def _open_checked(self) -> sqlite3.Connection:
@@ -218,7 +227,6 @@ class ReplyCache:
             _until_unlocked(db, "PRAGMA synchronous = NORMAL", deadline)
             for statement in _SCHEMA:
                 _until_unlocked(db, statement, deadline)
-            _add_columns(db, deadline)
         except _Damaged:
             _close_quietly(db)
             raise
@@ -227,6 +235,7 @@ class ReplyCache:
             raise self._open_error(exc) from None
         try:  # writable? A full disk is not damage: the cache is still read, and writes are counted
             _until_unlocked(db, "INSERT OR REPLACE INTO meta VALUES ('last_opened', ?)", deadline, (str(time.time()),))
+            _six_columns(db, deadline)  # a disk with no room for the rebuild leaves the file as it is
         except sqlite3.Error as exc:
             if disk_problem(exc) is None:
                 _close_quietly(db)
@@ -323,20 +332,27 @@ class ReplyCache:
         held = self._unstored.get(key)
         if held is not None:
             return held
-        added = ", ".join(c if c in self._columns else "NULL" for c in ADDED_COLUMNS)
-        row = self._guarded("read", lambda: self._db.execute(
-            f"SELECT text, usage, finish_reason, {added} FROM replies WHERE key = ?", (key,)).fetchone(), None)
+        row = self._guarded("read", lambda: self._read(key), None)
         if row is None:
             return None
         return Reply(text=row[0], usage=json.loads(row[1]), finish_reason=row[2], model=row[3], fingerprint=row[4])
 
+    def _read(self, key: str) -> tuple | None:
+        try:
+            return self._db.execute(self._select, (key,)).fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such" not in str(exc):
+                raise
+            self._select = _reply_select(self._db)  # another process rebuilt the file this one only reads
+            return self._db.execute(self._select, (key,)).fetchone()
+
     def put(self, key: str, reply: Reply, judge: str) -> bool:
         """Store ``reply``; False when the disk refused it (it is then kept in memory for this process)."""
         def write() -> bool:
-            self._db.execute(f"INSERT OR REPLACE INTO replies ({', '.join(REPLY_COLUMNS)}) VALUES "
-                             f"({', '.join('?' * len(REPLY_COLUMNS))})",
-                             (key, reply.text, json.dumps(reply.usage), reply.finish_reason, judge, time.time(),
+            self._db.execute("BEGIN IMMEDIATE")  # the reply and its snapshot: both or neither
+            _store(self._db, (key, reply.text, json.dumps(reply.usage), reply.finish_reason, judge, time.time(),
                               reply.model, reply.fingerprint))
+            self._db.execute("COMMIT")
             return True
 
         stored = self._guarded("reply", write, False)
@@ -406,7 +422,7 @@ class ReplyCache:
                                                            (name, value)), None)
 
     def add_replies(self, rows: list[tuple]) -> tuple[int, int]:
-        """Store rows (``REPLY_COLUMNS`` order) whose key is not here yet, in one transaction (``cache_merge``).
+        """Store rows (``REPLY_COLUMNS + SNAPSHOT_COLUMNS``) whose key is not here yet, in one transaction (merge).
 
         Returns (added, differing): a key already here keeps its reply; ``differing`` counts those whose
         text was not the same. A disk or lock error is raised: the transaction stores all rows or none.
@@ -421,8 +437,7 @@ class ReplyCache:
                 for row in rows:
                     held = self._db.execute("SELECT text FROM replies WHERE key = ?", (row[0],)).fetchone()
                     if held is None:
-                        self._db.execute(f"INSERT INTO replies ({', '.join(REPLY_COLUMNS)}) VALUES "
-                                         f"({', '.join('?' * len(REPLY_COLUMNS))})", row)
+                        _store(self._db, row)
                         added += 1
                     elif held[0] != row[1]:
                         differing += 1
@@ -470,19 +485,61 @@ def _reply_columns(db: sqlite3.Connection) -> set[str]:
     return {row[1] for row in db.execute("PRAGMA table_info(replies)")}
 
 
-def _add_columns(db: sqlite3.Connection, deadline: float) -> None:
-    """Give a cache file written before ``ADDED_COLUMNS`` existed those columns (NULL in its old rows).
+def _has_table(db: sqlite3.Connection, name: str) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
-    Another process opening the same old file may add one first: its "duplicate column" is no error.
+
+def snapshot_sql(db: sqlite3.Connection) -> tuple[str, str]:
+    """(the two snapshot expressions, the join) that read ``replies AS r`` for the file as it is.
+
+    A snapshot is in reply_meta, or (a file the eight-column version wrote, only read) in ``replies``
+    itself, or nowhere (a file of the first versions, only read): NULL.
     """
-    for column in ADDED_COLUMNS:
-        if column in _reply_columns(db):
-            continue
-        try:
-            _until_unlocked(db, f"ALTER TABLE replies ADD COLUMN {column} TEXT", deadline)
-        except sqlite3.OperationalError as exc:
-            if "duplicate column" not in str(exc).lower():
-                raise
+    inline = _reply_columns(db)
+    if not _has_table(db, "reply_meta"):
+        return ", ".join(f"r.{c}" if c in inline else "NULL" for c in SNAPSHOT_COLUMNS), ""
+    return (", ".join(f"COALESCE(m.{c}, r.{c})" if c in inline else f"m.{c}" for c in SNAPSHOT_COLUMNS),
+            " LEFT JOIN reply_meta AS m ON m.key = r.key AND m.created = r.created")
+
+
+def _reply_select(db: sqlite3.Connection) -> str:
+    snapshots, join = snapshot_sql(db)
+    return f"SELECT r.text, r.usage, r.finish_reason, {snapshots} FROM replies AS r{join} WHERE r.key = ?"
+
+
+def _store(db: sqlite3.Connection, row: tuple) -> None:
+    """One reply row (``REPLY_COLUMNS + SNAPSHOT_COLUMNS``) into both tables; the caller holds the transaction."""
+    reply, (model, fingerprint) = row[:len(REPLY_COLUMNS)], row[len(REPLY_COLUMNS):]
+    db.execute(_INSERT_REPLY, reply)
+    if model is None and fingerprint is None:
+        db.execute("DELETE FROM reply_meta WHERE key = ?", (reply[0],))
+    else:
+        db.execute("INSERT OR REPLACE INTO reply_meta VALUES (?, ?, ?, ?)", (reply[0], reply[5], model, fingerprint))
+
+
+def _six_columns(db: sqlite3.Connection, deadline: float) -> None:
+    """Rebuild a ``replies`` table that has the snapshot columns with the six every version writes, once.
+
+    One transaction (a crash leaves the file as it was); whoever of several processes opening the
+    file at once gets the write lock first rebuilds it, and the others find it done.
+    """
+    if not set(SNAPSHOT_COLUMNS) & _reply_columns(db):
+        return
+    _until_unlocked(db, "BEGIN IMMEDIATE", deadline)
+    try:
+        inline = [c if c in _reply_columns(db) else "NULL" for c in SNAPSHOT_COLUMNS]
+        if inline != ["NULL"] * len(inline):
+            db.execute(f"INSERT OR REPLACE INTO reply_meta SELECT key, created, {', '.join(inline)} FROM replies "
+                       f"WHERE {' OR '.join(f'{c} IS NOT NULL' for c in inline if c != 'NULL')}")
+            db.execute("DROP TABLE IF EXISTS replies_rebuilt")
+            db.execute(_REPLIES.format(name="replies_rebuilt"))
+            db.execute(f"INSERT INTO replies_rebuilt SELECT {', '.join(REPLY_COLUMNS)} FROM replies")
+            db.execute("DROP TABLE replies")
+            db.execute("ALTER TABLE replies_rebuilt RENAME TO replies")
+        db.execute("COMMIT")
+    except BaseException:
+        _rollback_quietly(db)
+        raise
 
 
 def _locked(exc: BaseException) -> bool:

@@ -175,7 +175,8 @@ def _store(cache, batch: list[tuple], report: SourceReport) -> None:
     report.differing += differing
 
 
-_SELECT = "SELECT rowid, key, text, usage, finish_reason, judge, created{added} FROM replies"
+_SELECT = ("SELECT r.rowid, r.key, r.text, r.usage, r.finish_reason, r.judge, r.created, {snapshots} "
+           "FROM replies AS r{join}")
 
 
 def _rows(db: sqlite3.Connection, report: SourceReport) -> Iterator[tuple]:
@@ -184,17 +185,17 @@ def _rows(db: sqlite3.Connection, report: SourceReport) -> Iterator[tuple]:
         end = db.execute("SELECT max(rowid) FROM replies").fetchone()[0] or 0
     except sqlite3.DatabaseError:
         end = None  # unknown: read until a batch fails
-    from .cache import ADDED_COLUMNS
+    from .cache import snapshot_sql
 
-    try:  # an older cache has no snapshot columns: its rows merge with NULL there
-        present = {row[1] for row in db.execute("PRAGMA table_info(replies)")}
+    try:  # snapshots in reply_meta, in replies itself (the eight-column files), or none (the first versions)
+        snapshots, join = snapshot_sql(db)
     except sqlite3.DatabaseError:
-        present = set()
-    select = _SELECT.format(added="".join(f", {c}" if c in present else ", NULL" for c in ADDED_COLUMNS))
+        snapshots, join = "NULL, NULL", ""
+    select = _SELECT.format(snapshots=snapshots, join=join)
     last, damaged, unreadable = 0, 0, 0
     while end is None or last < end:
         try:
-            rows = db.execute(f"{select} WHERE rowid > ? ORDER BY rowid LIMIT ?", (last, BATCH_ROWS)).fetchall()
+            rows = db.execute(f"{select} WHERE r.rowid > ? ORDER BY r.rowid LIMIT ?", (last, BATCH_ROWS)).fetchall()
         except sqlite3.DatabaseError as exc:
             damaged += 1
             if end is None or damaged > MAX_DAMAGED_BATCHES:
@@ -203,7 +204,7 @@ def _rows(db: sqlite3.Connection, report: SourceReport) -> Iterator[tuple]:
             upper = min(last + BATCH_ROWS, end)
             for rowid in range(last + 1, upper + 1):  # one by one, past the damaged part
                 try:
-                    row = db.execute(f"{select} WHERE rowid = ?", (rowid,)).fetchone()
+                    row = db.execute(f"{select} WHERE r.rowid = ?", (rowid,)).fetchone()
                 except sqlite3.DatabaseError:
                     unreadable += 1
                     continue

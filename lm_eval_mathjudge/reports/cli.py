@@ -67,15 +67,18 @@ def add_commands(sub, example) -> None:
                            description="Compare two judgings of the same responses (a rerun, a rejudge, another "
                                        "snapshot behind the same alias): per metric, the verdicts flipped each way, "
                                        "the flip rate with a 95% interval, McNemar's exact test and the snapshots "
-                                       "each judge's API reported. --canary re-judges a seeded sample of one run "
-                                       "with the judge configured now and compares it with the stored verdicts.",
+                                       "each judge's API reported; two different judges are said to be a judge "
+                                       "comparison. With k samples per problem the interval and the test count "
+                                       "problems. --canary re-judges a seeded sample of one run with the judge it "
+                                       "recorded and compares it with the stored verdicts.",
                            epilog=example("mathjudge drift results/march results/june",
                                           "mathjudge drift --canary results/march --n 20 --seed 0",
                                           "mathjudge drift --canary results/march --judge openai:gpt-4o"))
     drift.add_argument("a", metavar="RUN_A", help="a judged run: " + RUN_HELP + " (of one model)")
     drift.add_argument("b", metavar="RUN_B", nargs="?", help="the same responses judged again (not with --canary)")
     drift.add_argument("--canary", action="store_true",
-                       help="re-judge a seeded sample of RUN_A's docs with the judge configured now")
+                       help="re-judge a seeded sample of RUN_A's docs with the judge RUN_A recorded (backend, "
+                            "model, decoding; --judge/--metadata override it)")
     drift.add_argument("--n", type=int, default=20, metavar="N", help="--canary: docs per task (default 20)")
     drift.add_argument("--seed", type=int, default=0, help="--canary: which docs are drawn (default 0)")
     drift.add_argument("--metadata", default="{}", metavar="JSON",
@@ -232,14 +235,21 @@ def _drift(args) -> int:
         found = drift.compare_runs(a, load_one(args.b), args.metric)
     if args.json:
         print(json.dumps({"canary": args.canary, **({"n": args.n, "seed": args.seed} if args.canary else {}),
-                          "tasks": [t.as_dict() for t in found]}, indent=2))
+                          "same_judge": all(t.same_judge for t in found), "tasks": [t.as_dict() for t in found]},
+                         indent=2))
         return 0
     for t in found:
         for name, side in (("A", t.a), ("B", t.b)):
             print(f"{name} = {md_text(side.run)}: {md_text(side.judge)}; snapshots "
                   f"{md_text(', '.join(side.snapshots) or 'none reported')}{' (alias)' if side.alias else ''}")
-        print(f"\n{md_text(t.task)}: {t.responses} responses judged by both\n")
-        print("| metric | n | flips | A credited, B not | B credited, A not | flip rate [95% CI] | McNemar p |")
+        if not t.same_judge:
+            print(f"\n**DIFFERENT JUDGES** ({md_text(t.a.judge)} / {md_text(t.b.judge)}): a judge comparison, not "
+                  "drift of one judge; `mathjudge agreement A B` reports how the two agree")
+        print(f"\n{md_text(t.task)}: {t.responses} responses judged by both"
+              + (f" ({t.k} samples per problem: the interval and the test count problems)" if t.k > 1 else "")
+              + "\n")
+        print(f"| metric | n | flips | A credited, B not | B credited, A not | flip rate [95% CI] | "
+              f"{'McNemar p' if t.k == 1 else 'p (problems)'} |")
         print("|---|---:|---:|---:|---:|---|---:|")
         for m in t.metrics:
             print(f"| {md_text(m.as_dict()['metric'])} | {m.n} | {m.flips} | {m.lost} | {m.gained} | "

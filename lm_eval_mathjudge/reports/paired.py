@@ -45,17 +45,24 @@ def compare(task: str, metric: str, a: list[Sample], b: list[Sample],
              if metric in s.scores and s.key in b_by_key and metric in b_by_key[s.key].scores]
     xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
     boot = stats.paired_bootstrap(xs, ys, iters=iters, seed=seed)
-    binary = all(v in (0.0, 1.0) for v in xs + ys)
     a_only = sum(1 for x, y in pairs if x > y)
     b_only = sum(1 for x, y in pairs if y > x)
     n = len(pairs)
+    p_value, test = paired_test(xs, ys, iters, seed)
     return Comparison(
         task=task, metric=metric, n=n,
         a=sum(xs) / n if n else math.nan, b=sum(ys) / n if n else math.nan,
         diff=boot.diff, ci_low=boot.ci_low, ci_high=boot.ci_high, a_only=a_only, b_only=b_only,
-        p_value=(stats.mcnemar_exact(a_only, b_only) if binary else stats.paired_permutation(xs, ys, iters, seed))
-        if n else None,
-        test="mcnemar_exact" if binary else "paired_permutation")
+        p_value=p_value if n else None, test=test)
+
+
+def paired_test(xs: list[float], ys: list[float], iters: int = stats.BOOTSTRAP_ITERS,
+                seed: int = stats.BOOTSTRAP_SEED) -> tuple[float, str]:
+    """(two-sided p, test name) for per-doc paired values: exact McNemar on 0/1, else sign-flip permutation."""
+    if all(v in (0.0, 1.0) for v in xs + ys):
+        return stats.mcnemar_exact(sum(1 for x, y in zip(xs, ys) if x > y),
+                                   sum(1 for x, y in zip(xs, ys) if y > x)), "mcnemar_exact"
+    return stats.paired_permutation(xs, ys, iters, seed), "paired_permutation"
 
 
 def compare_runs(a: Run, b: Run, metrics: list[str] | None = None, iters: int = stats.BOOTSTRAP_ITERS,
