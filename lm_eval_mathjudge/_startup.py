@@ -177,8 +177,11 @@ class _ErrorHook:
             sys.stdout.flush()
         except Exception:
             pass
-        sys.stderr.write(report[0])
-        sys.stderr.flush()
+        # The process ends here, so a hook that wrapped ours and buffers stderr to print it after ours
+        # returns (torch.distributed prefixes each line with the rank) never prints: write to the real one.
+        stream = sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
+        stream.write(report[0])
+        stream.flush()
         raise SystemExit(report[1])  # from an excepthook: the interpreter exits with this status
 
 

@@ -26,6 +26,7 @@ import threading
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
+from unittest import mock
 
 _LOCK = threading.Lock()  # one run at a time: a run owns os.environ, sys.argv, the working folder, the streams
 _ENTRIES: dict[str, Callable[[], Any]] = {}
@@ -44,7 +45,9 @@ def run_cli(script: str, argv: list[str], env: dict[str, str], cwd: Path | None 
         os.environ.update(env)
         sys.argv = [script, *argv]
         try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _logging_to(err):
+            # the process's own streams too: what writes to sys.__stderr__ (the error hook) is this run's
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _logging_to(err), \
+                    mock.patch.object(sys, "__stderr__", err), mock.patch.object(sys, "__stdout__", out):
                 code = _exit_code(entry, err)
         finally:
             os.chdir(saved_cwd)
