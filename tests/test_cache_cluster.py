@@ -24,11 +24,12 @@ from tests._helpers import CACHE_SHAPES, REPLY_CORRECT, cache_opener, older_vers
 PROCESSES, ROUNDS = 8, 50
 
 
-def test_a_fresh_cache_opened_by_many_processes_at_once_never_fails(tmp_path):
-    """Creating a cache (WAL mode, schema) waits for the lock like any write; it used to fail at once."""
+def _open_at_once(root, rounds: int, *model) -> list:
+    """PROCESSES processes open a cache in each round folder at the same moment; their reports, after
+    checking that none failed (in particular no "database is locked")."""
     ctx = multiprocessing.get_context("spawn")
     start, results = ctx.Barrier(PROCESSES), ctx.Queue()
-    procs = [ctx.Process(target=cache_opener, args=(str(tmp_path), w, ROUNDS, start, results))
+    procs = [ctx.Process(target=cache_opener, args=(str(root), w, rounds, start, results, *model))
              for w in range(PROCESSES)]
     for p in procs:
         p.start()
@@ -37,7 +38,13 @@ def test_a_fresh_cache_opened_by_many_processes_at_once_never_fails(tmp_path):
         p.join(timeout=30)
         assert p.exitcode == 0
     errors = [e for _, _, errs in reports for e in errs]
-    assert errors == [], errors[:5]  # in particular no "database is locked"
+    assert errors == [], errors[:5]
+    return reports
+
+
+def test_a_fresh_cache_opened_by_many_processes_at_once_never_fails(tmp_path):
+    """Creating a cache (WAL mode, schema) waits for the lock like any write; it used to fail at once."""
+    reports = _open_at_once(tmp_path, ROUNDS)
     assert sorted(ok for _, ok, _ in reports) == [ROUNDS] * PROCESSES
     for n in range(ROUNDS):  # every round's file holds every process's reply, in WAL mode
         with sqlite3.connect(tmp_path / f"round-{n}" / FILE_NAME) as db:
@@ -51,18 +58,7 @@ def test_a_cache_file_an_older_version_left_opened_by_many_processes_at_once(tmp
     rounds = 10
     for n in range(rounds):
         write_cache_file(tmp_path / f"round-{n}", shape, [("old", REPLY_CORRECT, "gpt-4o-2024-08-06", "fp_0")])
-    ctx = multiprocessing.get_context("spawn")
-    start, results = ctx.Barrier(PROCESSES), ctx.Queue()
-    procs = [ctx.Process(target=cache_opener, args=(str(tmp_path), w, rounds, start, results, "gpt-4o-2024-11-20"))
-             for w in range(PROCESSES)]
-    for p in procs:
-        p.start()
-    reports = [results.get(timeout=300) for _ in procs]
-    for p in procs:
-        p.join(timeout=30)
-        assert p.exitcode == 0
-    errors = [e for _, _, errs in reports for e in errs]
-    assert errors == [], errors[:5]
+    _open_at_once(tmp_path, rounds, "gpt-4o-2024-11-20")
     old = Reply(REPLY_CORRECT, {}, "stop", *(("gpt-4o-2024-08-06", "fp_0") if CACHE_SHAPES[shape][1] else ()))
     for n in range(rounds):
         folder = tmp_path / f"round-{n}"
