@@ -105,13 +105,14 @@ def _arrived(attr: str, args: Any, result: Any) -> None:
         return
     key = compat.generation_key(args)
     with _LOCK:  # each instance asking for this key takes one sample (two tasks with one prompt: both)
-        if not _streams_shared(_STREAMED.get(key, [])):
+        waiting = _STREAMED.get(key, [])
+        if not _streams_shared(waiting):
             del _STREAMED[key]  # judged by the pass, on each task's own generations
             return
-        targets = [(t.task, t.index) for t in _STREAMED.get(key, ()) if t.left > 0]
-        for t in _STREAMED.get(key, ()):
+        targets = [(t.task, t.index) for t in waiting if t.left > 0]
+        for t in waiting:
             t.left -= 1
-        if key in _STREAMED and all(t.left <= 0 for t in _STREAMED[key]):
+        if waiting and all(t.left <= 0 for t in waiting):
             del _STREAMED[key]
     for ref, index in targets:
         task = ref()

@@ -225,7 +225,7 @@ class JudgedTask(TaskBase):
         together, after generation)."""
         if not self._options.stream or self._client is None or self._client.batch_mode:
             return False
-        settings = [m.settings for m in self._members_open]
+        settings = self.judge_settings()
         if any(s.dry_run for s in settings) or (self._k is not None and self._options.dedupe == "answer"):
             return False
         if budget.budget_of(settings) is not None and (

@@ -245,8 +245,11 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
         run_bounded(range(schedule.total), one, concurrency=concurrency, desc=desc, progress=progress, on_bar=on_bar)
         alone = _unshared_after_failures(jobs)
         if alone:  # a failed judgement is no verdict of an equivalent answer: these samples get their own
-            run_bounded(alone, lambda item: item[0].outcomes.__setitem__(item[1], _judge_slot(*item)),
-                        concurrency=concurrency, desc=f"{desc} (samples whose shared verdict failed)",
+            def own(item: tuple[Job, str]) -> None:
+                job, key = item
+                job.outcomes[key] = _judge_slot(job, key)
+
+            run_bounded(alone, own, concurrency=concurrency, desc=f"{desc} (samples whose shared verdict failed)",
                         progress=progress, on_bar=on_bar)
     finally:
         for job in jobs:
