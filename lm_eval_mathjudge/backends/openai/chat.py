@@ -34,7 +34,7 @@ from ...core.types import JudgeRequest, Media, Reply
 from ...settings import credentials
 from ...settings.models import is_reasoning_model
 from ...settings.schema import JudgeSettings
-from .. import endpoints
+from .. import endpoints, wire
 from .._http import building_request, check_text, status_error
 from .._lazy import LazyClient
 
@@ -64,8 +64,11 @@ class OpenAIChatBackend(LazyClient):
         if settings.base_url:
             kwargs["azure_endpoint" if settings.backend == "azure" else "base_url"] = settings.base_url
         try:
+            kwargs["http_client"] = wire.openai_http_client(wire.judge_bounds(settings))
             return openai.AzureOpenAI(**kwargs) if settings.backend == "azure" else openai.OpenAI(**kwargs)
         except (openai.OpenAIError, ValueError) as exc:  # e.g. missing key, endpoint or Azure API version
+            if "http_client" in kwargs:
+                kwargs["http_client"].close()
             raise FatalJudgeError(redact(f"cannot build the {settings.backend} client: {exc}"), kind="config") from None
 
     def connect(self) -> None:
@@ -186,6 +189,9 @@ class OpenAIChatBackend(LazyClient):
     def _exchange_error(self, exc: openai.APIError) -> JudgeCallError:
         import openai
 
+        bound = wire.carried(exc)  # a deadline, the byte cap or a redirect (openai 1.x wraps them)
+        if bound is not None:
+            return bound
         if isinstance(exc, openai.APITimeoutError):
             return TransientJudgeError(f"judge request to {self._endpoint} timed out after "
                                        f"{self._settings.timeout:g}s", kind="timeout")
