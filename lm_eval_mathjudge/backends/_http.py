@@ -9,7 +9,10 @@ and the check that a request's text can travel at all.
       510 511 (retry.NEVER_TRANSIENT)                         the same request gets the same answer)
 
 The client turns a 400/413/415/422 to a request that carries media into that
-sample's ``media_rejected`` failure (``client.MEDIA_STATUSES``).
+sample's ``media_rejected`` failure (``client.MEDIA_STATUSES``). Below this table,
+every exchange is bounded (``wire``): past the deadline a ``timeout`` (transient),
+over the byte cap ``reply_too_large`` (a refusal), a 301/302/303/307/308 to another
+origin ``redirect`` (fatal); none of them reaches an SDK as a status.
 
 Backends pass what they read from their SDK's exception (status, headers,
 server message, provider code); the wording of hints lives only here.

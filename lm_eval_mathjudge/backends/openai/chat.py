@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 PREFLIGHT_TIMEOUT = 30.0  # seconds per preflight attempt (at most the judge timeout)
 PREFLIGHT_RETRIES = 2  # transient preflight failures retried (at most judge max_retries)
+MODEL_LIST_BYTES = 16 << 20  # a model list (a proxy serving hundreds of models) may be larger than one reply
 
 def create(settings: JudgeSettings, judge: str) -> "OpenAIChatBackend":
     return OpenAIChatBackend(settings)
@@ -165,7 +166,8 @@ class OpenAIChatBackend(LazyClient):
         import openai
 
         try:
-            return call()
+            with wire.scoped(max_bytes=max(MODEL_LIST_BYTES, self._settings.reply_bytes)):
+                return call()
         except openai.APIStatusError as exc:
             if exc.status_code == 405 or (exc.status_code == 404 and not _about_model(exc, self._settings.model)):
                 raise _NoRoute() from None
