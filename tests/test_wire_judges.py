@@ -165,7 +165,8 @@ def test_the_preflight_refuses_a_redirect_to_another_origin(kind):
         finally:
             backend.close()
         assert elsewhere.requests == []
-    assert caught.value.kind == "preflight" and "redirected the request (HTTP 308) to another origin" in str(caught.value)
+    assert caught.value.kind == "preflight"
+    assert "redirected the request (HTTP 308) to another origin" in str(caught.value)
 
 
 def test_a_model_list_larger_than_one_reply_still_passes_the_preflight(monkeypatch):

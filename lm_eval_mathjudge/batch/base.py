@@ -170,9 +170,14 @@ def chunks(items: Sequence[Item], limits: Limits) -> Iterable[list[Item]]:
         yield chunk
 
 
+def result_line_bytes(reply_bytes: int) -> int:
+    """The byte cap on one item's result (a line of a result file): its reply at the judge's cap, its envelope."""
+    return reply_bytes + RESULT_OVERHEAD
+
+
 def result_bytes(items: int, reply_bytes: int) -> int:
-    """The byte cap on a finished job's results: every item's reply at the judge's reply cap, with its envelope."""
-    return RESULT_BASE + max(items, 1) * (reply_bytes + RESULT_OVERHEAD)
+    """The byte cap on a finished job's results: every item's at ``result_line_bytes``."""
+    return RESULT_BASE + max(items, 1) * result_line_bytes(reply_bytes)
 
 
 def result_seconds(items: int, timeout: float) -> float:

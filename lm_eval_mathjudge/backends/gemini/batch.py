@@ -45,8 +45,8 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 from google.genai import _common, batches as genai_batches, errors as genai_errors, types
 
 from ...batch.base import (CANCELLED, COMPLETED, EXPIRED, FAILED, ITEM_FAILED, RUNNING, BatchUnavailable, Item,
-                           JobStatus, Limits, RESULT_BASE, Result, item_error, result_bytes, result_lines,
-                           result_seconds)
+                           JobStatus, Limits, RESULT_BASE, Result, item_error, result_bytes, result_line_bytes,
+                           result_lines, result_seconds)
 from ...calls.retry import RetryPolicy, call_with_retries
 from ...core.errors import JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError
 from ...core.redact import redact
@@ -136,7 +136,7 @@ class GeminiBatchProvider:
         keys: list[str] = []
         inline: list[types.InlinedRequest] | None = []
         size = 0
-        most_inline = max(1, INLINE_REPLIES_BYTES // result_bytes(1, self._settings.reply_bytes))
+        most_inline = max(1, INLINE_REPLIES_BYTES // result_line_bytes(self._settings.reply_bytes))
         for key, request in items:
             try:
                 inlined = self._call(lambda: self._inlined(key, request, tag, uploaded))
@@ -200,7 +200,7 @@ class GeminiBatchProvider:
     def _file_results(self, file_name: str, items: int) -> Iterator[Result]:
         handle, path = tempfile.mkstemp(prefix="mathjudge-batch-", suffix=".jsonl")
         os.close(handle)
-        line_cap = result_bytes(1, self._settings.reply_bytes)
+        line_cap = result_line_bytes(self._settings.reply_bytes)
         try:  # streamed to disk: a large result file is never held in memory, nor a long line of it
             self._retrying(lambda: self._download(file_name, path, items))
             with open(path, "rb") as spool:

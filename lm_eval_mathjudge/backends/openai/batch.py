@@ -26,8 +26,9 @@ from typing import IO, Any, Callable, Iterator, Sequence
 import openai
 from openai.types.chat import ChatCompletion
 
-from ...batch.base import (CANCELLED, COMPLETED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, RUNNING, Item, JobStatus,
-                           MIN_TRANSFER_RATE, Limits, Result, item_error, result_bytes, result_lines, result_seconds)
+from ...batch.base import (CANCELLED, COMPLETED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, MIN_TRANSFER_RATE, RUNNING,
+                           Item, JobStatus, Limits, Result, item_error, result_bytes, result_line_bytes, result_lines,
+                           result_seconds)
 from ...calls.retry import RetryPolicy, call_with_retries
 from ...core.errors import JudgeCallError, MediaError, TransientJudgeError
 from ...core.redact import redact
@@ -110,10 +111,10 @@ class OpenAIBatchProvider:
             with tempfile.TemporaryFile() as spool:  # streamed to disk: a result file is never held in memory
                 call_with_retries(lambda: self._download(file_id, spool, items), self._policy)
                 spool.seek(0)
-                for line in result_lines(spool, result_bytes(1, self._reply_bytes)):
+                for line in result_lines(spool, result_line_bytes(self._reply_bytes)):
                     if line is None:  # its item is left unanswered: the runner's fallback takes it
                         log.warning("batch job %s: a line of %s is over the %d-byte cap of one reply; skipped",
-                                    job_id, file_id, result_bytes(1, self._reply_bytes))
+                                    job_id, file_id, result_line_bytes(self._reply_bytes))
                     elif line.strip():
                         yield self._line(line)
 
