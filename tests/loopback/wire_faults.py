@@ -14,7 +14,6 @@ a test asserts on what the client read, never on how long it took.
 
 from __future__ import annotations
 
-import functools
 import json
 import socket
 import threading
@@ -95,13 +94,19 @@ def flood(size: int, *, declare: bool = True, sent: Sent | None = None) -> Reply
     return Reply(write=write)
 
 
-@functools.lru_cache(maxsize=4)
+_BOMBS: dict[tuple[int, int], bytes] = {}
+_BOMBS_LOCK = threading.Lock()
+
+
 def bomb_body(inflated: int, layers: int) -> bytes:
-    """Zeros, ``inflated`` of them, gzipped ``layers`` times (made once per process)."""
-    data = _gzip_zeros(inflated)
-    for _ in range(layers - 1):
-        data = zlib.compress(data, 9, wbits=31)
-    return data
+    """Zeros, ``inflated`` of them, gzipped ``layers`` times (made once per process, whatever asks at once)."""
+    with _BOMBS_LOCK:
+        if (inflated, layers) not in _BOMBS:
+            data = _gzip_zeros(inflated)
+            for _ in range(layers - 1):
+                data = zlib.compress(data, 9, wbits=31)
+            _BOMBS[inflated, layers] = data
+        return _BOMBS[inflated, layers]
 
 
 def _gzip_zeros(n: int) -> bytes:
