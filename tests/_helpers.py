@@ -131,6 +131,14 @@ GEMINI_SDK_ENV = ("GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_U
                   "https_proxy", "all_proxy")
 
 
+def generator_settings(tmp_path, model: str, **overrides):
+    """A generator's shared settings for wire tests: media under tmp_path, short polls, no waiting."""
+    from lm_eval_mathjudge.generators.settings import GeneratorSettings
+
+    return GeneratorSettings(**{"model": model, "media_dir": str(tmp_path / "media"), "timeout": 10.0,
+                                "poll_interval": 0.0, "poll_timeout": 30.0, **overrides})
+
+
 def isolate_gemini_sdk(monkeypatch, key: str) -> None:
     """google-genai talks to the loopback server with ``key`` only; retries and File API polls are fast."""
     import functools

@@ -12,14 +12,14 @@ import pytest
 from lm_eval_mathjudge import generators
 from lm_eval_mathjudge.backends.wire import transport
 from lm_eval_mathjudge.core.errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
-from lm_eval_mathjudge.generators.base import GeneratorSettings, Job
+from lm_eval_mathjudge.generators.base import Job
 from lm_eval_mathjudge.generators.gemini_image import GeminiImageGenerator
 from lm_eval_mathjudge.generators.openai_image import OpenAIImageLM
 from lm_eval_mathjudge.generators.sora import SoraLM
 from lm_eval_mathjudge.generators.store import MediaStore
 from lm_eval_mathjudge.generators.veo import VeoGenerator
 from tests import media_fixtures as fx
-from tests._helpers import Req
+from tests._helpers import Req, generator_settings
 from tests.e2e import CANARY_KEY
 from tests.loopback import wire_faults as faults
 from tests.loopback.google_media_server import GoogleMediaServer
@@ -46,9 +46,7 @@ def env(monkeypatch):
     return point_at
 
 
-def _settings(tmp_path, model: str, **overrides) -> GeneratorSettings:
-    return GeneratorSettings(**{"model": model, "media_dir": str(tmp_path / "media"), "timeout": 10.0,
-                                "poll_interval": 0.0, "poll_timeout": 30.0, **overrides})
+_settings = generator_settings
 
 
 @pytest.mark.parametrize("fault", ["flood", "gzip-bomb"])
