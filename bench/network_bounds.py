@@ -1,6 +1,7 @@
 """Peak memory, disk and end time of a run whose judge misbehaves at the HTTP level (``backends/wire``).
 
-Real ``lm_eval`` processes (``_rusage.py``: peak RSS and CPU time from ``os.wait4``) replay the first N
+Real ``lm_eval`` processes (``_rusage.py``; the peak RSS reported by a small wrapper process, since a
+child measured from here would start from this process's own high-water mark) replay the first N
 recorded GSM8K generations (``gsm8k_gpt4em``, the plugin's default judge concurrency of 64); the judge
 is a loopback OpenAI server in this process that, per scenario:
 
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPLAY_FILE, REPO, base_env, judge_run_stats, metric_of, read_results  # noqa: E402
 from _rusage import replay_measured  # noqa: E402
 
+from tests._helpers import PEAK_RSS_WRAPPER  # noqa: E402
 from tests.loopback import ChatCompletionsServer  # noqa: E402
 from tests.loopback import wire_faults as faults  # noqa: E402
 
@@ -59,14 +61,17 @@ def run(name: str, args: argparse.Namespace, scratch: Path) -> dict:
     reply = SCENARIOS[name]()
     with ChatCompletionsServer(lambda body: reply) as judge:
         metadata = {"judge_base_url": judge.url, "judge_timeout": args.timeout_s, "judge_max_retries": args.retries}
+        report = scratch / f"{name}.peak_rss_kib"
         measured = replay_measured(name, TASK, args.data_dir / REPLAY_FILE, args.n, scratch, env,
-                                   ["--metadata", json.dumps(metadata)], timeout=args.run_timeout)
+                                   ["--metadata", json.dumps(metadata)], timeout=args.run_timeout,
+                                   prefix=(sys.executable, "-c", PEAK_RSS_WRAPPER, str(report)))
         calls = judge.call_count
+    peak_mib = int(report.read_text()) / 1024  # wait4's figure would start from this process's own peak
     results = read_results(measured.run_dir)
     size, where = largest_file(measured.run_dir, cache)
     return {"scenario": name, "exit": measured.exit_code, "judge_failed": metric_of(results, TASK, "judge_failed"),
             "failures": judge_run_stats(results, TASK).get("failures"), "judge_calls": calls,
-            "peak_rss_mib": round(measured.max_rss_mib, 1), "largest_file_kib": round(size / 1024, 1),
+            "peak_rss_mib": round(peak_mib, 1), "largest_file_kib": round(size / 1024, 1),
             "largest_file": where, "wall_s": round(measured.wall_s, 1), "cpu_s": round(measured.cpu_s, 1)}
 
 

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests._helpers import PEAK_RSS_WRAPPER
 from tests.conftest import read_jsonl, write_data_slice
 from tests.e2e import CANARY_KEY, LM_EVAL, Run, run_env
 from tests.loopback import ChatCompletionsServer
@@ -50,7 +53,7 @@ def _replay(root: Path) -> Path:
 
 
 def lm_eval_measured(root: Path, judge: ChatCompletionsServer, **metadata) -> Measured:
-    """One ``lm_eval`` process against ``judge``; its peak RSS from ``os.wait4``."""
+    """One ``lm_eval`` process against ``judge``; its peak RSS as measured by ``PEAK_RSS_WRAPPER``."""
     replay, out = _replay(root), root / "out"
     env = run_env({"MATHJUDGE_DATA_DIR": str(root / "data"), "MATHJUDGE_CACHE_DIR": str(root / "cache"),
                    "OPENAI_API_KEY": CANARY_KEY})
@@ -58,34 +61,23 @@ def lm_eval_measured(root: Path, judge: ChatCompletionsServer, **metadata) -> Me
             "--log_samples", "--output_path", str(out),
             "--metadata", json.dumps({"judge_base_url": judge.url, "judge_model": "gpt-4-turbo-2024-04-09",
                                       **metadata})]
+    report = root / "peak_rss_kib"
     with open(root / "stdout", "w+") as stdout, open(root / "stderr", "w+") as stderr:
-        proc = subprocess.Popen(args, env=env, stdout=stdout, stderr=stderr)
+        proc = subprocess.Popen([sys.executable, "-c", PEAK_RSS_WRAPPER, str(report), *args], env=env,
+                                stdout=stdout, stderr=stderr, start_new_session=True)
         try:
-            _, status, usage = _wait(proc)
-        finally:
-            if proc.returncode is None and proc.poll() is None:
-                proc.kill()
+            code = proc.wait(timeout=OUTER_TIMEOUT_S)  # a hang fails the test instead of the suite
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
         stdout.seek(0), stderr.seek(0)
-        run = Run(os.waitstatus_to_exitcode(status), stdout.read(), stderr.read(), out)
-    return Measured(run, usage.ru_maxrss / 1024, root)
-
-
-def _wait(proc: subprocess.Popen):
-    """wait4 on the child, killing it after OUTER_TIMEOUT_S (a hang is a failure, not a stuck suite)."""
-    import threading
-
-    timer = threading.Timer(OUTER_TIMEOUT_S, proc.kill)
-    timer.start()
-    try:
-        result = os.wait4(proc.pid, 0)
-    finally:
-        timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(result[1])
-    return result
+        run = Run(code, stdout.read(), stderr.read(), out)
+    return Measured(run, int(report.read_text()) / 1024, root)
 
 
 def _largest_file(root: Path) -> tuple[int, str]:
     sizes = [(p.stat().st_size, str(p)) for p in root.rglob("*") if p.is_file() and p.name not in ("stdout", "stderr")]
+    assert sizes
     return max(sizes)
 
 

@@ -216,13 +216,11 @@ class GeminiBatchProvider:
     def _download(self, file_name: str, path: str, items: int) -> None:
         """The result file into ``path``, within the bounds of ``items`` replies."""
         download = self._client.files.download
-        bounds = dict(max_bytes=result_bytes(items, self._settings.reply_bytes),
-                      seconds=result_seconds(items, self._settings.timeout))
-        if "destination" in inspect.signature(download).parameters:  # google-genai >= 1.5x streams to disk
-            with wire.scoped(**bounds):
+        with wire.scoped(max_bytes=result_bytes(items, self._settings.reply_bytes),
+                         seconds=result_seconds(items, self._settings.timeout)):
+            if "destination" in inspect.signature(download).parameters:  # google-genai >= 1.5x streams to disk
                 self._call(lambda: download(file=file_name, destination=path))
-            return
-        with wire.scoped(**bounds):
+                return
             data = self._call(lambda: download(file=file_name))
         with open(path, "wb") as out:
             out.write(data)

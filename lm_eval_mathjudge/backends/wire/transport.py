@@ -130,70 +130,80 @@ def flavour(cls: type) -> Any:
     raise TypeError(f"{cls!r} is not an httpx client class")
 
 
+class _Stream:
+    """The body of one exchange: raw bytes counted, decoded within the cap, each read by the deadline.
+    Made a subclass of the flavour's ``SyncByteStream`` by ``classes``."""
+
+    def __init__(self, inner: Any, exchange: Exchange, encodings: list[str]):
+        self._inner, self._exchange, self._encodings = inner, exchange, encodings
+
+    def __iter__(self) -> Iterator[bytes]:
+        exchange = self._exchange
+        return decode.decoded(self._raw(), self._encodings, exchange.count, exchange.deadline.origin)
+
+    def _raw(self) -> Iterator[bytes]:
+        exchange, chunks, total = self._exchange, iter(self._inner), 0
+        while True:
+            exchange.deadline.bound(None)  # raises once the deadline has passed
+            with active(exchange.deadline):
+                chunk = next(chunks, None)
+            if chunk is None:
+                return
+            total += len(chunk)
+            exchange.count(total, "as sent")
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _Transport:
+    """A transport around httpx's own: every exchange within the deadline, the cap and the origin.
+    Made a subclass of the flavour's ``BaseTransport`` by ``classes`` (``hx``, ``stream``: that flavour's)."""
+
+    hx: Any
+    stream: type
+
+    def __init__(self, inner: Any, bounds: Bounds):
+        self.inner, self.bounds = inner, bounds
+        self.sockets_bounded = reach_sockets(inner)
+
+    def handle_request(self, request: Any) -> Any:
+        exchange = exchange_of(request, self.bounds)
+        request.headers["Accept-Encoding"] = decode.ACCEPTED
+        with active(exchange.deadline):
+            response = self.inner.handle_request(request)
+        try:
+            encodings = _checked_head(response, request, exchange)
+        except BaseException:
+            response.close()
+            raise
+        headers = response.headers.raw
+        if encodings:
+            headers = [(k, v) for k, v in headers if k.lower() not in _DROPPED]
+        return self.hx.Response(response.status_code, headers=headers, extensions=response.extensions,
+                                stream=self.stream(response.stream, exchange, encodings))
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _checked_head(response: Any, request: Any, exchange: Exchange) -> list[str]:
+    """The encodings to undo, once the status line and headers pass: no redirect elsewhere, no length over."""
+    headers = response.headers
+    check_redirect(response.status_code, headers.get("location"), request, exchange)
+    encodings = decode.layers(headers.get_list("content-encoding"), exchange.deadline.origin)
+    declared = headers.get("content-length", "")
+    if declared.strip().isdigit() and int(declared) > exchange.max_bytes:
+        raise exchange.too_large(f"it declares Content-Length {int(declared):,}")
+    return encodings
+
+
 @functools.cache
 def classes(hx: Any) -> tuple[type, type]:
-    """(Bounded transport, bounded byte stream) for the httpx flavour ``hx``."""
-
-    class BoundedStream(hx.SyncByteStream):
-        def __init__(self, inner: Any, exchange: Exchange, encodings: list[str]):
-            self._inner, self._exchange, self._encodings = inner, exchange, encodings
-
-        def __iter__(self) -> Iterator[bytes]:
-            exchange = self._exchange
-            return decode.decoded(self._raw(), self._encodings, exchange.count, exchange.deadline.origin)
-
-        def _raw(self) -> Iterator[bytes]:
-            exchange, chunks, total = self._exchange, iter(self._inner), 0
-            while True:
-                exchange.deadline.bound(None)  # raises once the deadline has passed
-                with active(exchange.deadline):
-                    chunk = next(chunks, None)
-                if chunk is None:
-                    return
-                total += len(chunk)
-                exchange.count(total, "as sent")
-                yield chunk
-
-        def close(self) -> None:
-            self._inner.close()
-
-    class Bounded(hx.BaseTransport):
-        """A transport around httpx's own: every exchange within the deadline, the cap and the origin."""
-
-        def __init__(self, inner: Any, bounds: Bounds):
-            self.inner, self.bounds = inner, bounds
-            self.sockets_bounded = reach_sockets(inner)
-
-        def handle_request(self, request: Any) -> Any:
-            exchange = exchange_of(request, self.bounds)
-            request.headers["Accept-Encoding"] = decode.ACCEPTED
-            with active(exchange.deadline):
-                response = self.inner.handle_request(request)
-            try:
-                encodings = self._check(response, request, exchange)
-            except BaseException:
-                response.close()
-                raise
-            headers = response.headers.raw
-            if encodings:
-                headers = [(k, v) for k, v in headers if k.lower() not in _DROPPED]
-            return hx.Response(response.status_code, headers=headers, extensions=response.extensions,
-                               stream=BoundedStream(response.stream, exchange, encodings))
-
-        @staticmethod
-        def _check(response: Any, request: Any, exchange: Exchange) -> list[str]:
-            headers = response.headers
-            check_redirect(response.status_code, headers.get("location"), request, exchange)
-            encodings = decode.layers(headers.get_list("content-encoding"), exchange.deadline.origin)
-            declared = headers.get("content-length", "")
-            if declared.strip().isdigit() and int(declared) > exchange.max_bytes:
-                raise exchange.too_large(f"it declares Content-Length {int(declared):,}")
-            return encodings
-
-        def close(self) -> None:
-            self.inner.close()
-
-    return Bounded, BoundedStream
+    """(bounded transport, bounded byte stream) as classes of the httpx flavour ``hx``."""
+    stream = type("BoundedStream", (_Stream, hx.SyncByteStream), {})
+    return type("Bounded", (_Transport, hx.BaseTransport), {"hx": hx, "stream": stream}), stream
 
 
 @functools.cache
