@@ -15,7 +15,12 @@ Reported per run: exit code, judge_failed, judge calls, peak RSS and its ratio t
 largest file the run wrote (cache, samples, results), wall time; for the drip, wall time against
 T x (R + 1) attempts (the run also starts and loads the tasks: the difference is start-up and backoff).
 
+``--overhead K`` measures instead what the bounds cost an honest call: K chat completions (a 3 KB
+reply) through the openai SDK with its own HTTP client and with the bounded one, alternately in
+rounds, CPU time of this process (SDK, transport and the loopback server) per call.
+
     python bench/network_bounds.py --n 20 --timeout-s 10 --retries 1
+    python bench/network_bounds.py --overhead 3000
 """
 
 from __future__ import annotations
@@ -75,6 +80,35 @@ def run(name: str, args: argparse.Namespace, scratch: Path) -> dict:
             "largest_file": where, "wall_s": round(measured.wall_s, 1), "cpu_s": round(measured.cpu_s, 1)}
 
 
+def overhead(calls: int, rounds: int = 5) -> None:
+    """CPU per honest call, the SDK's own client against the bounded one, alternating rounds."""
+    import os
+    import time
+
+    import openai
+
+    from lm_eval_mathjudge.backends import wire
+    from lm_eval_mathjudge.settings.schema import JudgeSettings
+
+    os.environ.setdefault("OPENAI_API_KEY", "sk-bench-0123456789")
+    reply = VERDICT + " " + "x" * 3000
+    spent = {"own": 0.0, "bounded": 0.0}
+    with ChatCompletionsServer(lambda body: reply) as judge:
+        clients = {"own": openai.OpenAI(base_url=judge.url, max_retries=0, timeout=30),
+                   "bounded": openai.OpenAI(base_url=judge.url, max_retries=0, timeout=30,
+                                            http_client=wire.openai_http_client(wire.judge_bounds(JudgeSettings())))}
+        ask = [{"role": "user", "content": "Is 2 + 2 = 4?"}]
+        for _ in range(rounds):
+            for name, client in clients.items():
+                start = time.process_time()
+                for _ in range(calls // rounds):
+                    client.chat.completions.create(model="m", messages=ask)
+                spent[name] += time.process_time() - start
+    per = {name: 1000 * cpu / (calls // rounds * rounds) for name, cpu in spent.items()}
+    print(f"| client | CPU ms per call |\n|---|---:|\n| SDK's own | {per['own']:.3f} |\n"
+          f"| bounded | {per['bounded']:.3f} |\n\nbounded / own: {per['bounded'] / per['own']:.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=20, help="GSM8K docs (replayed generations)")
@@ -84,7 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=REPO / "examples" / "data")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "mathjudge-network-bounds")
     parser.add_argument("--run-timeout", type=float, default=1800.0, help="kill a run after this many seconds")
+    parser.add_argument("--overhead", type=int, default=0, help="instead: CPU per honest call over this many calls")
     args = parser.parse_args(argv)
+    if args.overhead:
+        overhead(args.overhead)
+        return 0
     args.data_dir = args.data_dir.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [run(name, args, args.out) for name in args.scenarios.split(",")]
