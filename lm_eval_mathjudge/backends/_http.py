@@ -88,6 +88,13 @@ def status_error(status: int, message: str, *, keys: str, endpoint: str | None =
     return FatalJudgeError(f"{text} ({hint}{where}; not retried)", kind=f"http_{status}", status=status)
 
 
+def about(error: Exception, what: str) -> Exception:
+    """The same classified error, its message saying which step of the call failed."""
+    if not isinstance(error, JudgeCallError):
+        return error
+    return type(error)(f"{what}: {error}", kind=error.kind, status=error.status, retry_after=error.retry_after)
+
+
 def header_retry_after(headers: Mapping[str, str] | None) -> float | None:
     """Seconds from Retry-After, else from OpenAI's retry-after-ms; None when neither parses."""
     if headers is None:

@@ -52,6 +52,7 @@ from ...core.errors import JudgeCallError, JudgeRefusal, MediaError, TransientJu
 from ...core.redact import redact
 from ...core.types import JudgeRequest
 from .. import wire
+from .._http import about
 from . import requests
 from .online import GeminiBackend
 from .replies import enum_name, reply_of
@@ -218,10 +219,13 @@ class GeminiBatchProvider:
         download = self._client.files.download
         with wire.scoped(max_bytes=result_bytes(items, self._settings.reply_bytes),
                          seconds=result_seconds(items, self._settings.timeout)):
-            if "destination" in inspect.signature(download).parameters:  # google-genai >= 1.5x streams to disk
-                self._call(lambda: download(file=file_name, destination=path))
-                return
-            data = self._call(lambda: download(file=file_name))
+            try:
+                if "destination" in inspect.signature(download).parameters:  # google-genai >= 1.5x: to disk
+                    self._call(lambda: download(file=file_name, destination=path))
+                    return
+                data = self._call(lambda: download(file=file_name))
+            except JudgeCallError as exc:
+                raise about(exc, f"the batch result file {file_name}") from None
         with open(path, "wb") as out:
             out.write(data)
 

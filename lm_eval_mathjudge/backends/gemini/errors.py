@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ...core.errors import FatalJudgeError, JudgeCallError, TransientJudgeError
 from ...core.redact import redact
 from ...settings import credentials
-from .._http import header_retry_after, status_error
+from .._http import about, header_retry_after, status_error
 from ..wire import http_exceptions
 
 if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
@@ -49,13 +49,6 @@ def exchange_error(exc: Exception, endpoint: str, timeout: float) -> Exception:
         return FatalJudgeError(redact(f"gemini credentials were rejected: {exc} (check the Vertex AI "
                                       "application default credentials)"), kind="auth")
     return exc  # not ours to classify (JudgeRefusal, MediaError, a bug): unchanged
-
-
-def about(error: Exception, what: str) -> Exception:
-    """The same classified error, its message saying which step of the call failed."""
-    if not isinstance(error, JudgeCallError):
-        return error
-    return type(error)(f"{what}: {error}", kind=error.kind, status=error.status, retry_after=error.retry_after)
 
 
 def retry_after(exc: genai_errors.APIError) -> float | None:

@@ -36,7 +36,7 @@ from ...core.types import JudgeRequest, Reply
 from ...settings import credentials
 from ...settings.models import DEFAULT_MAX_TOKENS, default_reply_bytes
 from .. import wire
-from .._http import status_error
+from .._http import about, status_error
 from .chat import reply_of
 
 log = logging.getLogger(__name__)
@@ -164,8 +164,10 @@ class OpenAIBatchProvider:
             with bounds, self._client.files.with_streaming_response.content(file_id) as response:
                 for chunk in response.iter_bytes(DOWNLOAD_CHUNK):
                     spool.write(chunk)
+        except JudgeCallError as exc:  # a network bound (wire): the file over its cap, past its deadline
+            raise about(exc, f"the batch result file {file_id}") from None
         except openai.APIError as exc:
-            raise self.api_error(exc) from None
+            raise about(self.api_error(exc), f"the batch result file {file_id}") from None
         except (*timeouts, *transport) as exc:  # the body broke off mid-way: retried
             raise TransientJudgeError(redact(f"the batch result file {file_id} broke off at {self._endpoint}: "
                                              f"{type(exc).__name__}: {exc}"), kind="connection") from None
