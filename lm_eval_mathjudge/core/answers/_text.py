@@ -62,7 +62,7 @@ REFUSAL = re.compile(
     r"\bi(?:[ \t]+|')(?:cannot|can[ \t]*not|can't|could[ \t]*not|couldn't|am[ \t]+(?:not[ \t]+able|unable)|"
     r"m[ \t]+(?:not[ \t]+able|unable)|won't|will[ \t]+not|refuse|do[ \t]*n[o']t[ \t]+know|don't[ \t]+know)"
     r"(?:[ \t]+to)?(?:[ \t]+(?:solve|answer|help|do|complete|work[ \t]+out|figure[ \t]+out|determine|compute|"
-    r"calculate|find|give|provide)(?:[ \t]+(?:this|that|it|the[ \t]+(?:problem|question|answer)|your|an?[ \t]+"
+    r"calculate|find|give|provide)(?:[ \t]+with)?(?:[ \t]+(?:this|that|it|the[ \t]+(?:problem|question|answer)|your|an?[ \t]+"
     r"answer)\b|[ \t]*(?:[.!,]|$))|\b(?=[ \t]*[.!,]|$))|"
     r"\bi[ \t]+(?:do[ \t]*n[o']t|don't)[ \t]+know\b|\b(?:cannot|can't|could[ \t]+not)[ \t]+be[ \t]+"
     r"(?:solved|answered|determined)\b|\b(?:not[ \t]+enough|insufficient)[ \t]+information\b|"
