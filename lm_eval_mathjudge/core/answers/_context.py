@@ -25,7 +25,7 @@ _CONDITION_AFTER = re.compile(r"^[ \t$*_.,)\]}]*(?:if|unless|provided|assuming|w
 _WORD = re.compile(r"[^\W\d_]+(?:['\u2019-][^\W\d_]+)*")
 _MATH = re.compile(r"\$[^$]*\$|\\\(.*?\\\)|\\\[.*?\\\]|\\[A-Za-z]+", re.S)
 _FOREIGN_WORDS = frozenset(
-    "ist nicht kein keine und oder aber antwort ergebnis lautet also est pas n'est c'est donc mais réponse "
+    "ist nicht kein keine und oder aber antwort ergebnis lautet est pas n'est c'est donc mais réponse "
     "reponse résultat es pero entonces respuesta resultado não nao então resposta risposta quindi sono "
     "antwoord niet dus odpowiedź wynosi jest".split())
 STRUCK = re.compile(r"~~[^~\n]{1,400}~~|<(?:s|del|strike)(?:[ \t][^>\n]{0,80})?>|\\(?:sout|st|xout)\s*\{|\u0336")

@@ -48,7 +48,7 @@ _CLAUSE = re.compile(r"[.!?;:]\s")
 _HEDGE_FIRST = re.compile(r"[ \t*_$]*(?:(?:is|be)[ \t]+)?(?:" + HEDGE_WORDS.pattern + ")", re.I)
 _TEXT_ANSWER = re.compile(r"[ \t*_\"'(]*([A-Za-z][\w' ()-]{0,40}?)[ \t*_\"')]*$")
 _DOUBT = re.compile(r"\b(?:maybe|perhaps|probably|possibly|not[ \t]+(?:sure|certain|confident)|unsure|uncertain|"
-                    r"i[ \t]+think|i[ \t]+guess|(?:could|might|may)[ \t]+be[ \t]+wrong|not[ \t]+100%|"
+                    r"i[ \t]+think|i[ \t]+guess|i'd[ \t]+(?:guess|say)|i[ \t]+would[ \t]+guess|my[ \t]+(?:best[ \t]+)?guess|(?:could|might|may)[ \t]+be[ \t]+wrong|not[ \t]+100%|"
                     r"likely|presumably|i[ \t]+suspect|"  # "it could be 18": a guess, not a committed answer
                     r"(?:could|might|may)[ \t]+(?:well[ \t]+)?(?:be|equal)[ \t]+(?:about[ \t]+|around[ \t]+)?[$\\(]*[-\u2212]?\.?\d)",
                     re.I)
@@ -98,7 +98,10 @@ _HEDGE_AFTER = re.compile(
     r"^[ \t$*_),;:(]*(?:or\b(?![ \t$]*\\boxed)|approx|roughly|about\b|around\b|maybe|perhaps|probably|possibly|"
     r"give[ \t]+or[ \t]+take|more[ \t]+or[ \t]+less|at[ \t]+(?:least|most)|or[ \t]+so|-?ish\b|\?|\+/-|\+(?![ \t]*\d)|"
     r"plus[ \t]+or[ \t]+minus|circa)", re.I)
-_OTHERWISE = re.compile(r"\b(?:otherwise|unless|else|alternatively|or|either|in[ \t]+which[ \t]+case|if[ \t]+not|"
+_EXACT_FORM = re.compile(r"\\(?:frac|dfrac|tfrac|sqrt|pi)(?![A-Za-z])|/")  # a value a decimal only approximates
+_DECIMAL_AFTER = re.compile(r"[ \t$*_),;:(]*(?:about|approximately|approx\.?|roughly|\\approx|\u2248)[ \t$]*-?\d*\.\d+"
+                            r"[ \t$]*(?:[.,;)]|$)", re.I)  # "\frac{3}{56}, about 0.054": its decimal, no second answer
+_OTHERWISE = re.compile(r"\b(?:otherwise|unless|else|alternatively|or|either|though|although|in[ \t]+which[ \t]+case|if[ \t]+not|"
                         r"depending|(?:could|might|may)[ \t]+(?:also[ \t]+)?be|wait|actually|instead|rather|"
                         r"i[ \t]+mean|so[ \t]+in[ \t]+the[ \t]+end|in[ \t]+the[ \t]+end|no,)(?![A-Za-z])", re.I)
 
@@ -125,7 +128,7 @@ def _around(before: str, after: str, value: str, shape: Shape) -> tuple[str | No
     joined = ALTERNATIVE.search(after) and not (shape.commas and after.lstrip(" \t*_$").startswith((",", ";")))
     if joined:
         others.extend(sentence_values(after) or ["?"])
-    elif hedge := _HEDGE_AFTER.search(after):
+    elif (hedge := _HEDGE_AFTER.search(after)) and not (_EXACT_FORM.search(value) and _DECIMAL_AFTER.match(after)):
         return f"a hedge ({hedge.group().strip(' $*_),;:(')!r} after {short(value)!r})", ()
     elif other := _OTHERWISE.search(after):  # "18 if she sells them all, otherwise 25"
         later = stated(after[other.end():])

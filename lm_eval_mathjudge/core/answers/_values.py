@@ -114,12 +114,12 @@ def normalise(value: str, numeric: bool) -> str:
 def as_number(value: str) -> Fraction | None:
     """The value as an exact number when it is a plain number or a fraction of two integers."""
     text = _SIGN_GAP.sub(r"\1", value).strip()
+    if scientific := _SCIENTIFIC.fullmatch(text):  # 5.75 \times 10^{4}
+        return Fraction(scientific.group(1)) * Fraction(10) ** int(scientific.group(2))
     if " " in text:  # "6 8" is two numbers, not 68
         return None
     if _PLAIN.fullmatch(text):
         return Fraction(text)
-    if scientific := _SCIENTIFIC.fullmatch(text):  # 5.75 \times 10^{4}
-        return Fraction(scientific.group(1)) * Fraction(10) ** int(scientific.group(2))
     mixed = _MIXED.fullmatch(text)
     if mixed is not None and int(mixed.group(4)) != 0:
         whole = int(mixed.group(2)) + Fraction(int(mixed.group(3)), int(mixed.group(4)))
