@@ -24,6 +24,7 @@ from ._values import Shape, as_number, normalise
 Compare = Callable[[str, str], "bool | None"]
 CORRECT, INCORRECT, UNDECIDED = "correct", "incorrect", "undecided"
 COMMITTED = ("boxed", "answer", "closing", "conclusion")  # kinds that state a final answer; "result": a later sentence
+MARKED = ("boxed", "answer", "conclusion")  # a final answer marked as one; "closing": a plain text's last value, a guess
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,9 @@ def decide(reading: Reading, gold: str, compare: Compare) -> Decision:
     gold, shape = value, Shape.of(value)
     committed = [s for s in reading.statements if s.kind in COMMITTED] or list(reading.statements[-1:])
     groups, unsure = _groups([v for s in committed for v in _values(s, shape) if v], shape, compare)
+    marked = all(s.kind in MARKED for s in committed)
     if len(groups) > 1:
-        return _several(groups, unsure, committed[-1], gold, shape, compare)
+        return _several(groups, unsure or not marked, committed[-1], gold, shape, compare)
     answer = groups[0]
     for statement in reading.statements:
         if statement.kind in COMMITTED:
@@ -64,7 +66,7 @@ def decide(reading: Reading, gold: str, compare: Compare) -> Decision:
         if other is not None:
             return Decision(UNDECIDED, answer, f"After its final answer {short(answer)} the response states "
                                                f"{short(other)}; the rule cannot tell which one it commits to.")
-    return _against_gold(answer, gold, shape, compare)
+    return _against_gold(answer, gold, shape, compare, marked)
 
 
 def _values(statement: Statement, shape: Shape) -> tuple[str, ...]:
@@ -75,8 +77,11 @@ def _values(statement: Statement, shape: Shape) -> tuple[str, ...]:
     return (statement.value, *statement.others)
 
 
-def _against_gold(answer: str, gold: str, shape: Shape, compare: Compare) -> Decision:
+def _against_gold(answer: str, gold: str, shape: Shape, compare: Compare, marked: bool) -> Decision:
     same = _equal(gold, answer, shape, compare)
+    if same is False and not marked:  # no box, no answer line: its closing value may not be the answer
+        return Decision(UNDECIDED, answer, f"The response's closing value {short(answer)} is not the reference answer "
+                                           f"{short(gold)}, and it marks no final answer the rule could hold it to.")
     if same is True:
         return Decision(CORRECT, answer, f"The response's one final answer {short(answer)} matches the reference "
                                          f"answer {short(gold)}.")

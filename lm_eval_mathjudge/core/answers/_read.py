@@ -10,7 +10,7 @@ from typing import Iterator
 
 from ._text import (ALTERNATIVE, BOX, COMMAND, CONCLUSION, HEDGE_WORDS, INLINE_ANCHOR, LINE_ANCHOR, NEGATED, NUMBER,
                     REFUSAL, REGION, REVOKED, UNIT_TEXT, box_content, clean, conditioned, sentence_bounds, sentence_end,
-                    sentence_values, short, stated, word_numbers)
+                    sentence_values, short, span_value, stated, word_numbers)
 from ._context import CROSSED_OUT, REMARK, REVISION, STRUCK, unreadable
 from ._values import LEAD_DECOR, Shape, exact_part, value_of, value_problem
 from .gold import is_prose, unwrap
@@ -171,6 +171,9 @@ def _answer_statements(text: str, shape: Shape, boxes: list[Statement]) -> Itera
                                 f"a hedged answer ({short(region.strip(), 60)!r})")
                 continue
             value, rest = value_of(region)
+            spanned = span_value(region)
+            if spanned is not None and len(region) - len(rest) < spanned[1] - 1:  # the run stopped inside the span
+                value, rest = spanned[0], region[spanned[1]:]
             value = exact_part(value)
             if "\\boxed" in value:
                 continue  # the box in it is its own statement

@@ -202,6 +202,15 @@ def _result(inner: str) -> str:
     return inner.strip()
 
 
+def span_value(region: str) -> tuple[str, int] | None:
+    """When ``region`` opens with a math span (``$2p+2=256$``): the value it states and where it ends."""
+    start = len(region) - len(region.lstrip(" \t*_:\"'"))
+    match = _MATH_SPAN.match(region, start)
+    if match is None:
+        return None
+    return _result(next(g for g in match.groups() if g is not None)), match.end()
+
+
 def sentence_values(sentence: str, positions: bool = False, words: bool = False) -> list:
     """The values a sentence names, in order: its math spans (the side after the last "=") and the
     numbers outside them (with ``words``, numbers in words too); with ``positions``, as (value,
