@@ -64,7 +64,7 @@ def decide(reading: Reading, gold: str, compare: Compare) -> Decision:
         other = next((v for v in (statement.value, *statement.others) if v and _equal(answer, v, shape, compare)
                       is not True), None)
         if other is not None:
-            return Decision(UNDECIDED, answer, f"After its final answer {short(answer)} the response states "
+            return Decision(UNDECIDED, None, f"After its final answer {short(answer)} the response states "
                                                f"{short(other)}; the rule cannot tell which one it commits to.")
     return _against_gold(answer, gold, shape, compare, marked)
 
