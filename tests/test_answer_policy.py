@@ -50,7 +50,10 @@ def test_an_honest_answer_keeps_its_credit(verdict, kind):
 def test_an_honest_answer_with_a_wrong_value_is_still_incorrect(verdict, kind):
     doc = SAMPLE[1]
     wrong = {**doc, "gold": doc["W"], "W": doc["gold"]}  # the same text graded against another gold
-    assert verdict(wrong["gold"], render(HONEST[kind], doc), doc["question"]).correct is False
+    found = verdict(wrong["gold"], render(HONEST[kind], doc), doc["question"])
+    # a marked final answer (a box, an answer line) proved different is Incorrect; a plain text's closing
+    # value is only the rule's reading of where the answer is, so a different one is undecided
+    assert found.outcome == ("undecided" if kind == "closing-sentence-only" else "incorrect"), found
 
 
 def test_real_gpt3_solutions_agree_with_their_labels(verdict, shared_data):
