@@ -304,6 +304,8 @@ _JOINER = re.compile(r"(?:[\s$,;.~]|\\[,;:! ]|\\q?quad\b|\\\]|\\\[|\\\)|\\\()*"
                      re.I)
 
 
+_JOIN_GAP = 120  # characters between two boxes read as a joiner (bounded work on hostile gaps)
+_JOINED = 2000  # characters of one answer made of several boxes
 _TEXT_AND = re.compile(r"\s*\\(?:text|mbox|textrm)\s*\{(?=[^{}]*\band\b)(?![^{}]*\b(?:or|maybe|either|perhaps|possibly)\b)"
                        r"[A-Za-z ().,]{1,40}\}\s*\$?\s*")  # "\boxed{(3, 3)} \text{ for part (a) and } \boxed{(1, 1)}"
 _UNIT_JOINER = re.compile(r"[ \t]*[A-Za-z]{1,12}[ \t]*(?:" + _JOINER.pattern + ")", re.I)  # "\boxed{1} papers and \boxed{2}"
@@ -315,6 +317,7 @@ def _joined(text: str, statements: list[Statement], joiner: re.Pattern = _JOINER
     for statement in statements:
         last = kept[-1] if kept else None
         if last is not None and last.kind == statement.kind == "boxed" and not (last.problem or statement.problem) \
+                and statement.start - last.end <= _JOIN_GAP and len(last.value) + len(statement.value) < _JOINED \
                 and any(j.fullmatch(text, last.end, statement.start) for j in (_JOINER, _TEXT_AND, joiner)):
             kept[-1] = dataclasses.replace(last, end=statement.end, value=f"{last.value}, {statement.value}",
                                            others=last.others + statement.others)
