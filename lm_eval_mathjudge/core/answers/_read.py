@@ -204,6 +204,11 @@ def _sentence_statement(kind: str, sentence: str, offset: int, shape: Shape, pre
     if not values:
         return None
     value, at, stop = values[-1]
+    first = len(values) - 1
+    while shape.commas and first and _GAP.fullmatch(sentence, values[first - 1][2], values[first][1]):
+        first -= 1  # "The solutions are $x=-2$ and $x=1$": one answer of several values
+    if first < len(values) - 1:
+        value, at = ", ".join(v for v, _, _ in values[first:]), values[first][1]
     value = exact_part(value)
     problem, others = _around(sentence[:at], sentence[stop:], value, shape)
     if len(values) > 1 and _GAP.fullmatch(sentence, values[-2][2], at) is not None and not shape.commas or (
@@ -246,6 +251,8 @@ def gold_answer(gold: str) -> str | None:
         return text
     reading = _read(clean(text), "", Shape(numeric=False, commas=True, hedges=True, bounds=True, words=True), "",
                     units=True)
+    if not reading.statements and not reading.problem:
+        return text  # words, not a solution ("All odd positive integers"): matched word for word
     if reading.problem or any(s.problem for s in reading.statements):
         return None
     committed = [s for s in reading.statements if s.kind != "result"] or list(reading.statements)

@@ -178,7 +178,8 @@ def _numbers(text: str) -> list[tuple[str, int, int]]:
 
 WORDY = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")  # a word of two letters or more, outside a command
 COMMAND = re.compile(r"\\[A-Za-z]+")
-UNIT_TEXT = re.compile(r"\\(?:text|mathrm|textrm|textbf|mathbf|mbox|operatorname)\s*\{([^{}]{0,80})\}")
+UNIT_TEXT = re.compile(r"\\(?:text|textnormal|textup|textit|textsf|mathrm|textrm|textbf|mathbf|mbox|operatorname)"
+                       r"\s*\{([^{}]{0,80})\}")
 
 
 def _is_math(inner: str) -> bool:
