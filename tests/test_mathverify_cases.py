@@ -20,9 +20,12 @@ CASES = load()
 def judged(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MATHJUDGE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        answers = [Answer(question="", response=response_for(c["pred"]), gold=c["gold"]) for c in CASES]
-        results = judge_answers(answers, settings={"backend": "local"})
-    return {case["id"]: result for case, result in zip(CASES, results)}
+        answers = {c["id"]: Answer(question="", response=response_for(c["pred"]), gold=c["gold"]) for c in CASES}
+        judged = dict(zip(answers, judge_answers(list(answers.values()), settings={"backend": "local"})))
+        for _ in range(2):  # a comparison that overran the worker's wall-clock limit on a busy machine: a rerun
+            late = [i for i, result in judged.items() if result.failure == "timeout"]  # asks again, as in a run
+            judged.update(zip(late, judge_answers([answers[i] for i in late], settings={"backend": "local"})))
+    return judged
 
 
 def test_the_shipped_cases_are_the_upstream_set():
