@@ -1,45 +1,31 @@
-"""The answer policy: when a response commits to one final answer, and which.
+"""The answer policy: when a response commits to one final answer, which, and what the rule can say about it.
 
-The model under test writes the text a judge reads, so a response that gives
-several answers, hedges, or revises its answer must never be credited for
-the one that happens to be right. Every exact-match judge applies the same
-policy: the local judge in code (this package, run inside its worker
-process), LLM judges through rule 1 of their prompt; so a cascade's rule
-stage only credits what its LLM stage would credit too. ``_text`` holds the
-vocabulary (sentences, numbers, hedges, refusals), ``_values`` the values and
-the gold's shape; this module finds the final statements and decides.
+The model under test writes the text a judge reads, so a response that gives several answers,
+hedges, or revises its answer must never be credited for the one that happens to be right. Every
+exact-match judge applies the same policy: the local judge in code (this package, run inside its
+worker process), LLM judges through rule 1 of their prompt; so a cascade's rule stage only credits
+what its LLM stage would credit too. The rule has three outcomes (``_decide``): correct (one
+committed final answer proved equal to the gold), incorrect (the rule is sure: proved different, or
+several final answers proved different) and undecided (anything it cannot tell).
+
+Modules: ``_text`` the vocabulary (sentences, numbers, hedges, refusals); ``_values`` values and the
+gold's shape; ``_context`` the words around a final value that change it (negations, conditions,
+another language, strike-through, corrections); ``gold`` the gold as a value and the word-for-word
+key; ``_read`` the final statements of a response (and of a worked gold); ``_decide`` the outcome.
 
 Final statements
-    ``\\boxed{}`` (``\\fbox``, ``\\framebox``) contents; answer statements ("the
-    answer is ...", "Final answer: ...", "Answer:", "#### ...", a line "A: ...");
-    sentences that conclude ("in the end ...", "in conclusion ..."); and every
-    sentence after the last of those that states a value, other than as a
-    condition ("... is achieved when a = 1"). Numbers in the working before
-    them are never answers. A response with none of them is a plain-text
-    answer: its closing sentence that names a number is the final statement,
-    with every conclusion or revision ("wait, actually ...") before it and
-    every stated value after the first of those.
+    ``\\boxed{}`` (``\\fbox``, ``\\framebox``) contents (several boxes joined by "and" are one list
+    against a gold of several values); answer statements ("the answer is ...", "Final answer: ...",
+    "Answer:", "#### ...", a line "A: ..."); sentences that conclude ("in the end ..."); and every
+    sentence after the last of those that states a value (not as a condition, not a check). Numbers
+    in the working before them are never answers. A response with none of them is a plain text: its
+    closing sentence that names a value is read, credited when it equals the gold, undecided otherwise.
 
-A response is credited only when
-    * every final statement, and every value offered beside one ("18 (or 20)",
-      "17 or \\boxed{18}", "18, otherwise 20"), gives the same value: values
-      are grouped by equivalence (units, currency, ``%``, thousands separators
-      and equivalent forms aside; two single values at a time, by math-verify);
-    * none hedges: a list or a range of numbers (``18, 20``, ``between``,
-      ``18-20``, ``to``), a bound (``at least``, ``\\geq``), ``\\pm``,
-      ``\\approx``, "about", "maybe", a question mark - unless the gold answer
-      itself has that shape (a tuple, an interval, a ``\\pm``): the gold is ONE
-      answer; none is revoked or doubted ("just kidding", "I'm not sure");
-    * a numeric gold answer gets a number (a fraction at most), not an
-      unevaluated or decorated expression (``\\boxed{100·18\\%}``, ``2*9``);
-    * it does not decline to answer ("I cannot solve this", "I don't know").
-
-``read(response, gold, question)`` finds the statements and what is wrong with
-them (pure text work); ``decide(reading, gold, same)`` groups the values by
-equivalence, ``same(a, b)`` being math-verify's check, and compares the one
-answer with the gold. Every scan is a single regex pass over the text or over
-one bounded window, and the number of statements weighed is capped, so the
-work is linear in the response (the worker's time limit still bounds it).
+``read(response, gold, question)`` finds the statements and what is wrong with them (pure text
+work); ``decide(reading, gold, compare)`` groups the values by proved equality (``compare(a, b)``:
+True, False or None, math-verify's in the worker) and compares the one answer with the gold. Every
+scan is a single regex pass over the text or over one bounded window, and the number of statements
+weighed is capped, so the work is linear in the response (the worker's time limit still bounds it).
 """
 
 from __future__ import annotations
