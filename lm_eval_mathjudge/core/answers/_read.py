@@ -8,10 +8,10 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from ._text import (ALTERNATIVE, BOX, COMMAND, CONCLUSION, HEDGE_WORDS, INLINE_ANCHOR, LINE_ANCHOR, NEGATED, NUMBER,
-                    REFUSAL, REGION, REVOKED, UNIT_TEXT, box_content, clean, conditioned, sentence_bounds, sentence_end,
-                    sentence_values, short, span_value, stated, word_numbers)
 from ._context import CROSSED_OUT, REMARK, REVISION, STRUCK, unreadable
+from ._text import (ALTERNATIVE, BOX, CONCLUSION, HEDGE_WORDS, INLINE_ANCHOR, LINE_ANCHOR, NEGATED, NUMBER, REFUSAL,
+                    REGION, REVOKED, box_content, clean, conditioned, sentence_bounds, sentence_end, sentence_values,
+                    short, span_value, stated, word_numbers)
 from ._values import LEAD_DECOR, Shape, exact_part, value_of, value_problem
 from .gold import is_prose, unwrap
 
