@@ -301,15 +301,17 @@ def _calibrate(args) -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(f"run = {md_text(a.model)}\nlabels = {md_text(args.labels)}\n")
-    print("| task | metric | judge | n | sensitivity [95% CI] | specificity [95% CI] |")
-    print("|---|---|---|---:|---|---|")
+    print("| task | metric | judge | n | sensitivity [95% CI] | specificity [95% CI] | left out: response differs, "
+          "not in the run, judge failed |")
+    print("|---|---|---|---:|---|---|---|")
     for task, metrics in result["tasks"].items():
         for metric, m in metrics.items():
             def rate(name: str) -> str:
                 iv = m.get(f"{name}_interval") or {}
                 return f"{fmt(m.get(name))} [{fmt(iv.get('ci_low'))}, {fmt(iv.get('ci_high'))}]"
             print(f"| {md_text(task)} | {md_text(metric)} | {md_text(str(m.get('judge')))} | {m['n']} | "
-                  f"{rate('sensitivity')} | {rate('specificity')} |")
+                  f"{rate('sensitivity')} | {rate('specificity')} | {m['excluded_response_differs']}, "
+                  f"{m['excluded_not_in_run']}, {m['excluded_judge_failed']} |")
     return 0
 
 
