@@ -107,5 +107,11 @@ def option_values(args: list[str], names: tuple[str, ...]) -> list[str]:
     return []
 
 
+def model_arg_names(args: list[str] | None = None) -> set[str]:
+    """The names this command gives the model in ``--model_args`` (lm-eval merges them into every task's metadata)."""
+    given = ",".join(option_values(sys.argv[1:] if args is None else args, ("--model_args", "-a")))
+    return {part.split("=", 1)[0].strip() for part in given.split(",") if "=" in part}
+
+
 def shell_command(args: list[str]) -> str:
     return redact(shlex.join(["lm_eval", *args]))

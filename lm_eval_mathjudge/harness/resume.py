@@ -188,7 +188,8 @@ def command(data: dict[str, Any]) -> tuple[str, list[str]]:
                           f"{shlex.join(['lm_eval', *map(str, data.get('argv') or [])])}")
     if any("***" in a for a in args):
         raise ConfigError("mathjudge resume: the run's command held a credential, kept only redacted (***); run "
-                          f"it with the key put back (or given by environment variable): {shlex.join(['lm_eval', *args])}")
+                          "it with the key put back (or given by environment variable): "
+                          + shlex.join(["lm_eval", *args]))
     return str(data.get("cwd") or os.getcwd()), args
 
 
