@@ -305,7 +305,8 @@ def read_samples(path: str) -> list[tuple[int, dict[str, Any]]]:
     """The rows of a whole samples file; one a kill left half-written is refused, saying what to do."""
     why = partial.samples_state(path)
     if why is not None:
-        raise ReportError(f"samples file {path} {why} ({partial.KILLED}); {partial.RESUME}")
+        raise ReportError(f"samples file {path} {why}: it was left half-written ({partial.KILLED}); "
+                          + partial.RESUME)
     return read_jsonl(path, "samples file")
 
 
