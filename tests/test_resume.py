@@ -64,7 +64,8 @@ def test_the_notice_follows_every_change_of_what_a_resume_needs(tmp_path, monkey
 
     resume.note(str(run_file), complete=True)  # every generation saved: no model at all
     _, data = _notice(out)
-    assert data["stage"] == "judging" and data["resume"][:5] == ["run", "--model", R, "--model_args", f"path={run_file}"]
+    assert data["stage"] == "judging"
+    assert data["resume"][:5] == ["run", "--model", R, "--model_args", f"path={run_file}"]
     assert "--apply_chat_template" not in data["resume"]
     assert resume.command(data) == (str(tmp_path), data["resume"])
 
@@ -92,7 +93,7 @@ def test_a_key_in_the_command_never_reaches_the_notice_and_the_resume_says_to_pu
     resume.begin()
     path, data = _notice(tmp_path)
     assert KEY not in path.read_text()
-    with pytest.raises(ConfigError, match=r"held a credential, kept only redacted \(\*\*\*\); run it with the key put back"):
+    with pytest.raises(ConfigError, match=r"held a credential, kept only redacted \(\*\*\*\); run it with the key"):
         resume.command(data)
 
 

@@ -40,9 +40,9 @@ import weakref
 from typing import Any, Iterable
 
 from .. import compat
+from .._startup import REPLAY_MODEL
 from ..calls import stop
 from ..core.docs import question_of
-from .._startup import REPLAY_MODEL
 from ..core.files import (append_line, describe_disk_problem, disk_problem, fsync_dir, private_dir,
                            write_atomic)
 from ..core.redact import redact
@@ -61,12 +61,13 @@ _WANTED: set[str] = set()  # those keys: generations of judged tasks
 _FINISHED: dict[str, str] = {}  # key -> generation, as lm-eval's model finished it (until judging starts)
 _RANK = [0]  # this process's rank (lm-eval names its cache files by it)
 _WHOLE: dict[str, str] = {}  # cache folder -> the file holding the generations of every rank (a run of several)
-# The run's generations file: key -> (task, doc_id, question) of each judged instance, where to write (cache folder,
-# then the file once the first generation came), and the keys written (a key is appended once).
+# The run's generations file: key -> (task, doc_id, question) of each judged instance, where to write (cache
+# folder, then the file once the first generation came), and the keys written (a key is appended once).
 _SOURCES: dict[str, list[tuple[str, int, str | None]]] = {}
 _STREAM: dict[str, Any] = {}  # "cache_dir", "path", "written" (a set), "broken"; empty until the first task
 _STREAM_LOCK = threading.Lock()
 RUN_PREFIX = "run-"  # the run's generations file (the rest of its name: time, process, rank)
+
 
 def track(task: Any, rank: int = 0, cache_dir: str | None = None) -> None:
     """Remember a task whose generations must survive a failure, a stop or a kill of any task;
@@ -100,8 +101,8 @@ def note_generation(attr: str, args: Any, result: Any) -> None:
 
 
 def _append_generation(key: str, response: str) -> None:
-    """Append one finished generation to the run's generations file, each record whole and fsynced. Never raises:
-    a disk that fails here is said once, and the generations stay in memory as before."""
+    """Append one finished generation to the run's generations file, each record whole and fsynced. Never
+    raises: a disk that fails here is said once, and the generations stay in memory as before."""
     from ..generators import media_dirs
 
     with _STREAM_LOCK:
@@ -129,7 +130,8 @@ def _run_file() -> str:
     """This run's generations file (rank by rank): one name from its first generation to the end of the run."""
     folder = os.path.join(_STREAM["cache_dir"], GENERATIONS_DIR)
     private_dir(folder)
-    return os.path.join(folder, f"{RUN_PREFIX}{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-rank{_RANK[0]}.jsonl")
+    name = f"{RUN_PREFIX}{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-rank{_RANK[0]}.jsonl"
+    return os.path.join(folder, name)
 
 
 def _complete_run_file(saved: str) -> None:
