@@ -125,3 +125,23 @@ def test_shown_is_short_and_never_fails():
     assert jsontext.shown("x" * 500).endswith("...") and len(jsontext.shown("x" * 500)) == 80
     assert "too deep" in jsontext.shown(_nested(100_000, kind=list))
     assert jsontext.shown({"a": 1}) == "{'a': 1}"
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_shared_generator_option_of_any_shape_is_taken_or_refused_cleanly(shape):
+    from lm_eval_mathjudge.generators.settings import SETTING_TYPES, split_model_args
+
+    for name in SETTING_TYPES:
+        try:
+            split_model_args("mathjudge-openai-image", {}, {"model": "gpt-image-1", name: SHAPES[shape]})
+        except ConfigError as exc:
+            assert len(str(exc)) < 1000
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_generator_time_or_rate_that_is_not_finite_is_refused(value):
+    from lm_eval_mathjudge.generators.settings import split_model_args
+
+    for name in ("rpm", "timeout", "poll_interval", "poll_timeout"):
+        with pytest.raises(ConfigError, match="must be finite numbers|must be at least|positive"):
+            split_model_args("mathjudge-openai-image", {}, {"model": "gpt-image-1", name: value})
