@@ -36,7 +36,7 @@ from .. import compat, generators
 from ..calls import stop
 from ..compat import TaskBase
 from ..core import docs as data, flags, ranks
-from ..core.errors import ConfigError, DataError, JudgeRunError, MediaError
+from ..core.errors import ConfigError, DataError, JudgeRunError, MathJudgeError, MediaError
 from ..core.judges import JUDGE_FAILED, JUDGES, Judge
 from ..core.media import refused as media_refused
 from ..core.redact import redact
@@ -48,7 +48,7 @@ from ..judging.client import JudgeClient, outcome_from_error
 from ..judging.schedule import Job, TaskSpec
 from ..settings.layers import check_near_misses, metadata_keys, resolve_run_options, resolve_settings
 from ..settings.schema import JudgeSettings, RunOptions
-from . import commands, ksamples, provenance, recovery, run, templates
+from . import commands, ksamples, overrides, provenance, recovery, run
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +66,8 @@ class JudgedTask(TaskBase):
     def __init__(self, data_dir=None, cache_dir=None, download_mode=None, config: dict | None = None):
         config = dict(config or {})
         config.pop("class", None)
-        block = dict(config.pop("mathjudge", None) or {})
+        block, self._local_name = overrides.our_keys(config)
         self._judge: Judge = _judge_named(block.get("judge", "exact_match"), config.get("task"))
-        self._local_name: str | None = config.pop("mathjudge_dataset", None)
         self._settings: JudgeSettings = resolve_settings(self._judge.name, block.get("settings"),
                                                          config.get("metadata"))
         self._options: RunOptions = resolve_run_options(self._judge.name, block.get("settings"), config.get("metadata"))
@@ -97,10 +96,11 @@ class JudgedTask(TaskBase):
         self._k = ksamples.configure(config, self._judge, self._options)  # repeats > 1: k samples per doc
         try:
             super().__init__(data_dir=data_dir, cache_dir=cache_dir, download_mode=download_mode, config=config)
-        except ConfigError:
+        except MathJudgeError:
             raise
-        except Exception as exc:  # a YAML override whose template cannot be rendered: say which, not Jinja's traceback
-            raise templates.explain(self, templates.first_doc(self)) or exc
+        except Exception as exc:  # a YAML (override) lm-eval cannot build: which template, or lm-eval's reason
+            found = overrides.explain(self, overrides.first_doc(self))
+            raise found or overrides.unbuildable(config.get("task"), exc) from exc
         # What the results record about the judge; the run adds its stats, cost and audit to a copy.
         self._judge_record = provenance.judge_record(self._judge, self._settings, self._options, self._members)
         self.config.metadata = {**(self.config.metadata or {}), "judge": dict(self._judge_record)}
@@ -156,11 +156,12 @@ class JudgedTask(TaskBase):
         self._filtered = None  # new instances: their filters have not run
         try:
             super().build_all_requests(**kwargs)
-        except ConfigError:
+        except MathJudgeError:
             raise
-        except Exception as exc:  # a template that fails on some doc (as in __init__)
-            raise templates.explain(self, enumerate(self.eval_docs)) or exc
-        templates.check_targets(self, {inst.doc_id: inst.doc for inst in self._instances}.items())
+        except Exception as exc:  # a template that fails on some doc (as in __init__), or lm-eval's reason
+            found = overrides.explain(self, enumerate(self.eval_docs))
+            raise found or overrides.unbuildable(self.config.task, exc) from exc
+        overrides.check_targets(self, {inst.doc_id: inst.doc for inst in self._instances}.items())
         judged = not self._bypassed()
         if judged:
             self._check_k_filters()
