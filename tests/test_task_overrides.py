@@ -60,7 +60,7 @@ CASES = [  # (key, value, what the message must say; None: the task builds)
     ("doc_to_target", "{{answr}}", "doc_to_target '{{answr}}' cannot be rendered for doc 0 (UndefinedError"),
     ("doc_to_target", "{% if %}", "doc_to_target '{% if %}' cannot be rendered for doc 0 (TemplateSyntaxError"),
     ("doc_to_text", "Problem: {{ question ", "doc_to_text 'Problem: {{ question ' cannot be rendered for doc 0"),
-    ("doc_to_text", 5, "lm-eval cannot build this task from its YAML (AssertionError"),
+    ("doc_to_text", 5, "lm-eval cannot build this task's requests (AssertionError"),
     ("metric_list", ["gpt4_exact_match"], "lm-eval cannot build this task from its YAML (ValueError: \"'metric' key"),
     ("filter_list", [1], "lm-eval cannot build this task from its YAML (TypeError"),
     ("process_docs", "lm_eval_mathjudge.core.docs.gsm8k", "lm-eval cannot build this task from its YAML (TypeError"),

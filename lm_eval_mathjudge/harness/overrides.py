@@ -2,14 +2,15 @@
 before generation, and said in one clear message, never a traceback.
 
 Our own keys (``mathjudge:``, ``mathjudge_dataset:``, the metadata) are checked for their shape, and a
-misspelt key of the ``mathjudge:`` block gets "did you mean". Templates: lm-eval renders ``doc_to_text`` and ``doc_to_target`` (Jinja templates, a column name or a
-``!function``) on the first doc when it builds the task, ``doc_to_text`` on every doc when it builds
-the requests, and ``doc_to_target`` on every doc only when it writes the samples, after the judge
-was paid. An override that names a column the docs do not have (``{{answr}}``), or that fails on
-some docs, is found at the first two moments and the third is tried on every doc before anything
-is generated; the error names the task, the field, the doc and the columns there are. Anything else
-lm-eval cannot build from the YAML (a ``metric_list`` entry without ``metric``, a ``filter_list`` of the
-wrong shape) is said with lm-eval's own reason (``unbuildable``).
+misspelt key of the ``mathjudge:`` block gets "did you mean". Templates: lm-eval renders ``doc_to_text``
+and ``doc_to_target`` (Jinja templates, a column name or a ``!function``) on the first doc when it
+builds the task, ``doc_to_text`` on every doc when it builds the requests, and ``doc_to_target`` on
+every doc only when it writes the samples, after the judge was paid. An override that names a column
+the docs do not have (``{{answr}}``), or that fails on some docs, is found at the first two moments
+and the third is tried on every doc before anything is generated; the error names the task, the
+field, the doc and the columns there are. Anything else lm-eval cannot build (a ``metric_list`` entry
+without ``metric``, a ``filter_list`` of the wrong shape) is said with lm-eval's own reason
+(``unbuildable``).
 """
 
 from __future__ import annotations
@@ -52,12 +53,16 @@ def our_keys(config: dict) -> tuple[dict, str | None]:
     return dict(block), dataset
 
 
-def unbuildable(name: str | None, exc: Exception) -> ConfigError:
-    """What lm-eval could not build from the YAML of task ``name``, in one message (its own reason)."""
-    return ConfigError(f"task {name}: lm-eval cannot build this task from its YAML ({type(exc).__name__}: "
-                       f"{shown(redact(str(exc)), 300)}); check what the task YAML, or a YAML that includes it, "
-                       "sets (lm-eval's task keys: metric_list, filter_list, process_docs, num_fewshot, ...). "
-                       "Nothing was generated")
+def unbuildable(name: str | None, exc: Exception, requests: bool = False) -> ConfigError:
+    """What lm-eval could not build for task ``name`` (the task from its YAML, or its ``requests``), in one
+    message with lm-eval's own reason."""
+    what, also = (("this task's requests", "; and the options that shape prompts (--apply_chat_template, "
+                   "--system_instruction, --fewshot_as_multiturn)") if requests else ("this task from its YAML", ""))
+    reason = f"{type(exc).__name__}: {shown(redact(str(exc)), 300)}"
+    return ConfigError(f"task {name}: lm-eval cannot build {what} ({reason}); "
+                       "check what the task YAML, or a YAML that includes it, sets (lm-eval's task keys: "
+                       f"doc_to_text, metric_list, filter_list, process_docs, num_fewshot, ...){also}. Nothing was "
+                       "generated")
 
 
 def explain(task: Any, docs: Iterable[tuple[int, Any]]) -> ConfigError | None:

@@ -160,7 +160,7 @@ class JudgedTask(TaskBase):
             raise
         except Exception as exc:  # a template that fails on some doc (as in __init__), or lm-eval's reason
             found = overrides.explain(self, enumerate(self.eval_docs))
-            raise found or overrides.unbuildable(self.config.task, exc) from exc
+            raise found or overrides.unbuildable(self.config.task, exc, requests=True) from exc
         overrides.check_targets(self, {inst.doc_id: inst.doc for inst in self._instances}.items())
         judged = not self._bypassed()
         if judged:
