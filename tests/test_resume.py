@@ -87,6 +87,24 @@ def test_only_an_lm_eval_command_with_an_output_folder_keeps_a_notice(tmp_path, 
     assert not list(tmp_path.rglob("mathjudge-resume-*.json")) and "mathjudge resume" not in capsys.readouterr().err
 
 
+def test_the_resume_runs_with_the_runs_settings_where_this_environment_lacks_them(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", _argv(tmp_path))
+    monkeypatch.setenv("MATHJUDGE_CACHE_DIR", str(tmp_path / "cache"))  # where the verdicts paid for are
+    monkeypatch.setenv("MATHJUDGE_DATA_DIR", str(tmp_path / "data"))
+    resume.begin()
+    _, data = _notice(tmp_path)
+    assert data["env"] == {"MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"), "MATHJUDGE_DATA_DIR": str(tmp_path / "data")}
+    monkeypatch.delenv("MATHJUDGE_CACHE_DIR")  # a new shell; the data folder is set again, elsewhere
+    monkeypatch.setenv("MATHJUDGE_DATA_DIR", str(tmp_path / "moved"))
+    capsys.readouterr()
+    assert main(["resume", "--print", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith(f"MATHJUDGE_CACHE_DIR={tmp_path / 'cache'} lm_eval run --model ")
+    resume._restore_settings(data)
+    assert os.environ["MATHJUDGE_CACHE_DIR"] == str(tmp_path / "cache")
+    assert os.environ["MATHJUDGE_DATA_DIR"] == str(tmp_path / "moved")  # what this environment sets wins
+
+
 def test_a_key_in_the_command_never_reaches_the_notice_and_the_resume_says_to_put_it_back(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["lm_eval", "--model", "openai-chat-completions", "--model_args",
                                       f"model=gpt-4o,api_key={KEY}", "--tasks", "t", "--output_path", str(tmp_path)])

@@ -90,11 +90,13 @@ class Killed:
         with sqlite3.connect(self.cache / "judge_cache.sqlite3") as db:
             return db.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
 
-    def resume(self, argv: list[str]) -> dict:
-        """Run ``argv`` (fast model and judge now); what it asked for, and the results."""
+    def resume(self, argv: list[str], new_shell: bool = False) -> dict:
+        """Run ``argv`` (fast model and judge now; ``new_shell``: without the run's MATHJUDGE_* variables,
+        which ``mathjudge resume`` restores); what it asked for, and the results."""
         self.lm.latency, self.judge.responder = 0.0, exact_match_judge
         model_before, judge_before, cached = len(self._asked()), self.judge.call_count, self.cached()
-        done = subprocess.run(argv, env=self.env(), capture_output=True, text=True, timeout=600)
+        env = run_env({"OPENAI_API_KEY": "sk-loopback"}) if new_shell else self.env()
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, (argv, done.stderr[-4000:])
         newest = max(self.out.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
         metrics = {name.split("::")[-1]: v for name, v in json.loads(newest.read_text())["results"].items()}[TASK]
@@ -174,7 +176,8 @@ def test_a_kill_mid_judging_resumes_without_the_model_and_pays_the_judge_only_fo
         run = _killed(tmp_path, lm, judge, stream=stream,
                       when=lambda: len(lm.replies_sent) >= N and len(judge.replies_sent) >= 6)
         assert len(run.run_file()) == N  # the run's file holds every generation, under the name printed first
-        resumed = run.resume(run.file_command() if not stream else run.start_command())
+        # the printed lm_eval command; or mathjudge resume from a new shell (it restores the cache folder)
+        resumed = run.resume(run.file_command()) if not stream else run.resume(run.start_command(), new_shell=True)
     assert resumed["asked"] == []  # no model call
     assert 0 < resumed["cached_before"] < N and resumed["judge_calls"] == N - resumed["cached_before"]
     _all_credited(resumed)

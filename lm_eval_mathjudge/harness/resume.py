@@ -15,7 +15,9 @@ never finished and the judge only for what it never answered. The notice goes wh
 without an uncaught error (lm-eval has written the results by then), and a run that resumes another
 (its own command again, or a replay of its file) takes the other's notice over: a notice left in a
 folder is a run that did not finish. ``mathjudge resume OUT`` runs the newest one's command from the
-folder that run was started in; a notice file names one run exactly. Writing a notice never fails a run.
+folder that run was started in, with the run's ``MATHJUDGE_*`` settings (its cache folder above all;
+redacted, like the command) where the resuming environment does not set them; a notice file names one
+run exactly. Writing a notice never fails a run.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ..calls import stop
 from ..core.errors import ConfigError
 from ..core.files import write_atomic
 from ..core.redact import redact
+from ..settings.schema import ENV_PREFIX
 from .commands import option_value, option_values, replay_args
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,7 @@ def begin() -> None:
     stamp = datetime.now().strftime("%Y%m%dT%H%M%S%f")
     _NOTICE["path"] = os.path.join(folder, f"{PREFIX}{stamp}-{os.getpid()}.json")
     _NOTICE["data"] = {"version": VERSION, "program": "lm_eval", "cwd": os.getcwd(), "argv": _shown(args),
+                       "env": {k: redact(v) for k, v in os.environ.items() if k.startswith(ENV_PREFIX)},
                        "started": time.time(), "stage": "started", "file": None, "resume": _shown(args)}
     if not _write():
         return
@@ -211,15 +215,28 @@ def run(target: str, *, show_only: bool = False, listing: bool = False) -> int:
     cwd, args = command(data)
     line = shlex.join(["lm_eval", *args])
     if show_only:
-        print(f"cd {shlex.quote(cwd)} && {line}" if cwd != os.getcwd() else line)
+        env = [f"{k}={shlex.quote(str(v))}" for k, v in sorted((data.get("env") or {}).items()) if k not in os.environ]
+        print(" ".join([*([f"cd {shlex.quote(cwd)} &&"] if cwd != os.getcwd() else []), *env, line]))
         return 0
     print(f"mathjudge resume: {describe(path, data)}\nmathjudge resume: running {line}"
           + (f"\nmathjudge resume: {len(others)} other unfinished run(s) there: mathjudge resume --list "
              f"{shlex.quote(target)}" if others else ""), file=sys.stderr, flush=True)
+    _restore_settings(data)
     os.chdir(cwd)
     program = _program("lm_eval")
     os.execv(program[0], [*program, *args])
     return 0  # not reached
+
+
+def _restore_settings(data: dict[str, Any]) -> None:
+    """The run's MATHJUDGE_* settings (its cache folder, above all: the verdicts paid for are there), where
+    this environment does not set them; a variable set here wins (a judge endpoint moved, say)."""
+    restored = {k: str(v) for k, v in (data.get("env") or {}).items()
+                if str(k).startswith(ENV_PREFIX) and k not in os.environ and "***" not in str(v)}
+    os.environ.update(restored)
+    if restored:
+        print("mathjudge resume: as the run had them: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in
+                                                                   sorted(restored.items())), file=sys.stderr)
 
 
 def _program(name: str) -> list[str]:
