@@ -338,10 +338,11 @@ def _audit(args) -> int:
 
 def _judge_metadata(args) -> dict:
     """--metadata JSON, with --judge BACKEND[:MODEL] on top."""
+    from ..core import jsontext
     from .runs import ReportError
 
     try:
-        metadata = json.loads(args.metadata)
+        metadata = jsontext.loads(args.metadata)
     except json.JSONDecodeError as exc:
         raise ReportError(f"--metadata is not JSON ({exc.msg}): pass an object like "
                           "'{\"judge_backend\": \"local\"}'") from None
