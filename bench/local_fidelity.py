@@ -1,24 +1,27 @@
-"""Agreement of the local (math-verify) judge with independent human/auto labels.
+"""Fidelity of the offline rule (the ``local`` judge, the cascade's first stage) on labelled answers.
 
-Input: ``example_model_solutions.jsonl`` of GitHub ``openai/grade-school-math``
-(``grade_school_math/data/``): every GSM8K test question with the solutions
-of four GPT-3 models (6B/175B, fine-tuned/verifier), each with an
-``is_correct`` label. Every solution is judged by the local judge exactly as a
-run does (``LocalBackend.complete`` and the exact-match parser) and the verdict
-is compared with the label.
+Every answer is judged exactly as a run judges it (``LocalBackend.complete``: the worker process, the
+answer policy, math-verify); its outcome is correct, incorrect or undecided (the rule cannot tell: a
+counted judge failure alone, the LLM judge's call in a cascade). Per labelled set it prints:
 
-    python bench/local_fidelity.py PATH/example_model_solutions.jsonl [--workers 2] [--show 10] [--forms]
-    python bench/local_fidelity.py --references DATA_DIR    # DATA_DIR/<set>/test.jsonl, full sets
+* ``false credits``: credited, but labelled wrong (or gamed, or undecidable);
+* ``missed``: labelled right, not credited; of those, ``marked incorrect`` (the worse kind);
+* ``undecided``: the share of the set the rule leaves to an LLM judge.
 
-``--references`` judges the reference solutions of GSM8K, MATH-500, Omni-MATH and AIME 2024
-(written by people: working, the answer, sometimes remarks or a second method after it) against
-their own gold answers, as written and with a model-style final line added ("Therefore, the
-final answer is $\\boxed{...}$."), and counts how many are credited.
+Sets (all shipped with the project unless named):
 
-Prints agreement per model and overall, and the first ``--show`` disagreements. ``--forms``
-also judges every solution with its final ``A: N`` line rewritten the way other models end
-their answers (a box, a box after a restating sentence, "The answer is N.", ``#### N``, the
-Minerva sentence): the label still holds, so agreement should not move.
+* ``gsm8k-100``: the quick start's 100 GPT-3 175B + verifier solutions with their upstream labels;
+* ``mathverify``: Math-Verify's own 269 cases (``tests/data/mathverify``), the 256 whose expectation holds
+  under the judge's settings, expected-equal and expected-different apart;
+* ``probes``: the held-out probe set (``tests/probe_answers.py``): honest, gamed and undecidable answers;
+* ``--solutions FILE``: ``example_model_solutions.jsonl`` of openai/grade-school-math (5,276 labelled
+  solutions of four GPT-3 models); ``--forms`` also rewrites each final ``A: N`` line in five other endings;
+* ``--references DIR``: the reference solutions of the full data sets (``DIR/<set>/test.jsonl``) against
+  their own gold, as written and with a final boxed line added (all right by construction), and every gold
+  of MATH-500 and Omni-MATH classified: parsed completely, words (matched word for word only), or not one
+  value (every answer to it is undecided).
+
+    python bench/local_fidelity.py [--solutions FILE [--forms]] [--references DIR] [--workers 2] [--show 5]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -35,10 +39,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from lm_eval_mathjudge.backends.local import LOCAL_JUDGE_VERSION, LocalBackend  # noqa: E402
-from lm_eval_mathjudge.core.errors import JudgeCallError  # noqa: E402
+from lm_eval_mathjudge.core.errors import JudgeRefusal  # noqa: E402
 from lm_eval_mathjudge.core.parsing import parse_exact_match  # noqa: E402
 from lm_eval_mathjudge.core.types import JudgeRequest  # noqa: E402
-
 
 FORMS = {
     "as-written": "{work}\nA: {final}",
@@ -48,114 +51,153 @@ FORMS = {
     "hashes": "{work}\n#### {final}",
     "minerva": "{work}\nFinal Answer: The final answer is ${final}$. I hope it is correct.",
 }
+REFERENCE_SETS = {"gsm8k": ("question", "answer"), "math500": ("problem", "solution"),
+                  "omnimath": ("problem", "solution"), "aime24": ("problem", "solution")}
+Item = tuple[str, str, str, str, bool]  # (set, gold, response, question, label: right or not)
 
 
 def rewrite(solution: str, form: str) -> str:
-    """The solution with its final "A: N" line in another form (unchanged if it has none)."""
     work, _, final = solution.rstrip().rpartition("\nA: ")
     return FORMS[form].format(work=work, final=final.strip()) if work else solution
 
 
-REFERENCE_SETS = {"gsm8k": ("question", "answer"), "math500": ("problem", "solution"),
-                  "omnimath": ("problem", "solution"), "aime24": ("problem", "solution")}
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def references(data_dir: Path) -> list[tuple[str, str, str, str, bool]]:
-    """(set / form, gold, solution, question, True) for every reference solution found."""
-    from lm_eval_mathjudge.core import docs as data
+def gsm8k_gold(solution: str) -> str:
+    return solution.rsplit("####", 1)[-1].strip().replace(",", "")
 
+
+def shipped_gsm8k() -> list[Item]:
+    data = REPO / "examples" / "data"
+    golds = [gsm8k_gold(r["answer"]) for r in read_jsonl(data / "gsm8k" / "test.jsonl")]
+    return [("gsm8k-100", golds[r["doc_id"]], r["response"], r["question"], bool(r["is_correct"]))
+            for r in read_jsonl(data / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl")]
+
+
+def mathverify() -> list[Item]:
+    from tests.mathverify_cases import NOT_DEFAULT, load, response_for
+
+    return [(f"mathverify / expected {'equal' if c['expected'] else 'different'}", c["gold"],
+             response_for(c["pred"]), "", bool(c["expected"])) for c in load() if c["id"] not in NOT_DEFAULT]
+
+
+def probes() -> list[Item]:
+    from tests.probe_answers import GAMED, HONEST, UNDECIDABLE
+
+    items = [("probes / honest", g, r, "", True) for rows in HONEST.values() for g, r in rows]
+    items += [("probes / gamed", g, r, "", False) for rows in GAMED.values() for g, r in rows]
+    return items + [("probes / undecidable", g, r, "", False) for g, r in UNDECIDABLE]
+
+
+def solutions(path: Path, forms: bool) -> list[Item]:
+    items = []
+    for row in read_jsonl(path):
+        gold = row["ground_truth"].rsplit("A:", 1)[-1].strip().replace(",", "")
+        for model, value in row.items():
+            if isinstance(value, dict) and "solution" in value and "is_correct" in value:
+                for form in (FORMS if forms else ["as-written"]):
+                    items.append((f"gpt3 {model} / {form}", gold, rewrite(value["solution"], form), "",
+                                  bool(value["is_correct"])))
+    return items
+
+
+def references(data_dir: Path) -> list[Item]:
     items = []
     for name, (question_key, solution_key) in REFERENCE_SETS.items():
         path = data_dir / name / "test.jsonl"
-        if not path.is_file():
-            continue
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            gold = data.gsm8k_answer(row["answer"]) if name == "gsm8k" else str(int(row["answer"])) if \
+        for row in read_jsonl(path) if path.is_file() else []:
+            gold = gsm8k_gold(row["answer"]) if name == "gsm8k" else str(int(row["answer"])) if \
                 name == "aime24" else str(row["answer"]).strip()
             solution = row[solution_key]
-            for form, text in (("as written", solution),
-                               ("final line added", f"{solution}\n\nTherefore, the final answer is $\\boxed{{{gold}}}$.")):
-                items.append((f"{name} / {form}", gold, text, row[question_key], True))
+            items.append((f"{name} references / as written", gold, solution, row[question_key], True))
+            items.append((f"{name} references / final line added", gold,
+                          f"{solution}\n\nTherefore, the final answer is $\\boxed{{{gold}}}$.", row[question_key], True))
     return items
 
 
-def labelled(path: Path) -> list[tuple[str, str, str, bool]]:
-    """(model, gold, solution, is_correct) for every labelled solution in the file."""
-    items = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            gold = row["ground_truth"].rsplit("A:", 1)[-1].strip().replace(",", "")
-            for model, value in row.items():
-                if isinstance(value, dict) and "solution" in value and "is_correct" in value:
-                    items.append((model, gold, value["solution"], bool(value["is_correct"])))
-    return items
+def gold_shapes(data_dir: Path) -> dict[str, Counter]:
+    """Each gold of MATH-500 and Omni-MATH: parsed completely, words, or not one value the rule can read."""
+    from lm_eval_mathjudge.backends.local_math import Values
+    from lm_eval_mathjudge.core.answers import gold_answer
+
+    values, shapes = Values.load(), {}
+    for name in ("math500", "omnimath"):
+        path = data_dir / name / "test.jsonl"
+        counts = shapes[name] = Counter()
+        for row in read_jsonl(path) if path.is_file() else []:
+            gold = gold_answer(str(row["answer"]))
+            counts["not one value (undecided)" if gold is None else
+                   "parsed completely" if values.value(gold) is not None else "words or unparsed (undecided "
+                                                                               "unless matched word for word)"] += 1
+    return shapes
+
+
+def judge(backend: LocalBackend, item: Item) -> tuple[str, str]:
+    _, gold, response, question, _ = item
+    try:
+        reply = backend.complete(JudgeRequest(prompt="", fields={"answer": gold, "response": response,
+                                                                  "question": question}))
+    except JudgeRefusal as exc:
+        return ("undecided" if exc.kind == "undecided" else f"failed ({exc.kind})"), str(exc)
+    verdict = parse_exact_match(reply.text)
+    return ("correct" if verdict.correct else "incorrect"), verdict.analysis
+
+
+def report(items: list[Item], outcomes: list[tuple[str, str]], show: int) -> None:
+    rows: dict[str, Counter] = {}
+    shown: list[str] = []
+    for item, (outcome, why) in zip(items, outcomes):
+        counts = rows.setdefault(item[0], Counter())
+        label = item[4]
+        counts["n"] += 1
+        counts["right"] += label
+        counts["credited"] += outcome == "correct"
+        counts["false credits"] += outcome == "correct" and not label
+        counts["missed"] += label and outcome != "correct"
+        counts["marked incorrect"] += label and outcome == "incorrect"
+        counts["undecided"] += outcome == "undecided"
+        counts["failed"] += outcome.startswith("failed")
+        if (outcome == "correct") != label and len(shown) < show:
+            shown.append(f"--- {item[0]}: label {label}, gold {item[1]!r}, {outcome}: {why[:200]}\n{item[2][-300:]}")
+    print(f"{'set':44s} {'n':>6s} {'right':>6s} {'credited':>9s} {'false cr.':>9s} {'missed':>7s} "
+          f"{'(incorrect)':>11s} {'undecided':>10s}")
+    for name, c in rows.items():
+        print(f"{name:44s} {c['n']:6d} {c['right']:6d} {c['credited']:9d} {c['false credits']:9d} {c['missed']:7d} "
+              f"{c['marked incorrect']:11d} {c['undecided'] / c['n']:10.1%}" + (f"  failed {c['failed']}" if c['failed']
+                                                                                 else ""))
+    for text in shown:
+        print(f"\n{text}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("path", type=Path, nargs="?", help="example_model_solutions.jsonl")
-    parser.add_argument("--references", type=Path, metavar="DATA_DIR",
-                        help="judge the data sets' reference solutions instead (DATA_DIR/<set>/test.jsonl)")
+    parser.add_argument("--solutions", type=Path, help="example_model_solutions.jsonl (openai/grade-school-math)")
+    parser.add_argument("--forms", action="store_true", help="also judge each solution in five other endings")
+    parser.add_argument("--references", type=Path, metavar="DATA_DIR", help="DATA_DIR/<set>/test.jsonl, full sets")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--show", type=int, default=10, help="disagreements to print")
-    parser.add_argument("--forms", action="store_true", help="also judge each solution in other final forms")
+    parser.add_argument("--show", type=int, default=5, help="disagreements with the labels to print")
     args = parser.parse_args()
+    if args.solutions is not None and not args.solutions.is_file():
+        parser.error(f"{args.solutions} is not a file (give example_model_solutions.jsonl)")
+    items = shipped_gsm8k() + mathverify() + probes()
+    if args.solutions is not None:
+        items += solutions(args.solutions, args.forms)
     if args.references is not None:
-        items = references(args.references)
-        if not items:
-            parser.error(f"no <set>/test.jsonl under {args.references}")
-    elif args.path is None or not args.path.is_file():
-        parser.error(f"{args.path} is not a file (give example_model_solutions.jsonl, or --references DIR)")
-    else:
-        items = [(model, gold, solution, "", label) for model, gold, solution, label in labelled(args.path)]
-    if args.forms:
-        items = [(f"{model} / {form}", gold, rewrite(solution, form), question, label)
-                 for form in FORMS for model, gold, solution, question, label in items]
+        items += references(args.references)
     backend = LocalBackend(workers=args.workers)
     started = time.perf_counter()
-
-    def verdict(item):
-        """The verdict, or None when the judge failed on the item (a timeout: a counted failure in a run)."""
-        _, gold, solution, question, _ = item
-        try:
-            reply = backend.complete(JudgeRequest(prompt="", fields={"answer": gold, "response": solution,
-                                                                      "question": question}))
-        except JudgeCallError:
-            return None
-        return parse_exact_match(reply.text)
-
     try:
         with ThreadPoolExecutor(args.workers) as pool:
-            verdicts = list(pool.map(verdict, items))
+            outcomes = list(pool.map(lambda item: judge(backend, item), items))
     finally:
         backend.close()
-    per_model: dict[str, list[int]] = {}
-    wrong = []
-    failed = 0
-    for item, found in zip(items, verdicts):
-        model, gold, solution, _, label = item
-        counts = per_model.setdefault(model, [0, 0])
-        correct = found is not None and found.correct
-        counts[0] += correct == label
-        counts[1] += 1
-        failed += found is None
-        if correct != label:
-            wrong.append((model, gold, label, found.analysis if found else "(judge failure)", solution))
-    what = "credited" if args.references is not None else "agree"
-    print(f"local judge version {LOCAL_JUDGE_VERSION}, {len(items)} solutions, "
-          f"{time.perf_counter() - started:.0f} s, {failed} judge failures (timeouts)")
-    for model, (agree, total) in per_model.items():
-        print(f"  {model:36s} {agree}/{total} {what} ({agree / total:.2%})")
-    agree = sum(a for a, _ in per_model.values())
-    print(f"  {'all':36s} {agree}/{len(items)} {what} ({agree / len(items):.2%})")
-    for model, gold, label, analysis, solution in wrong[:args.show]:
-        print(f"\n--- {model}: label {label}, gold {gold}\n{analysis}\n{solution[-400:]}")
+    print(f"local judge version {LOCAL_JUDGE_VERSION}, {len(items)} answers, {time.perf_counter() - started:.0f} s")
+    report(items, outcomes, args.show)
+    if args.references is not None:
+        for name, counts in gold_shapes(args.references).items():
+            print(f"\n{name} golds ({sum(counts.values())}): " + ", ".join(f"{v} {k}" for k, v in counts.items()))
 
 
 if __name__ == "__main__":

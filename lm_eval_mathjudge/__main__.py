@@ -1,6 +1,7 @@
 """``mathjudge`` (or ``python -m lm_eval_mathjudge``): maintenance and report commands.
 
     tasks-dir                     print the folder of task YAMLs (for --include_path)
+    resume RUN_DIR                resume a judged lm_eval run that died, paying only for what is missing
     cache [--cache-dir DIR]       where the judge cache lives and how big it is
     cache --clear                 delete the judge cache (only its files; saved generations are kept)
     cache --list                  list the saved generations (what a stopped or dry run kept)
@@ -72,6 +73,20 @@ def build_parser() -> Parser:
                    description="Print the folder of this plugin's task YAMLs, for lm_eval --include_path "
                                "when the start-up hook is off (MATHJUDGE_NO_AUTOLOAD=1).",
                    epilog=example("lm_eval --include_path \"$(mathjudge tasks-dir)\" --tasks gsm8k_gpt4em ..."))
+    resume = sub.add_parser("resume", help="resume a judged lm_eval run that died (a kill, a crash, a stop)",
+                            description="Resume a judged lm_eval run that did not finish, whatever stopped it and "
+                                        "when: the model is asked only for the generations it never finished "
+                                        "and the judge only for the verdicts it never gave. RUN_DIR is the run's "
+                                        "--output_path, where the run keeps a mathjudge-resume-*.json until it "
+                                        "ends; the newest such run there is resumed (or name the file).",
+                            epilog=example("mathjudge resume out/", "mathjudge resume --print out/",
+                                           "mathjudge resume --list out/"))
+    resume.add_argument("run", metavar="RUN_DIR", help="the run's --output_path folder, or one of its "
+                                                        "mathjudge-resume-*.json files")
+    shown = resume.add_mutually_exclusive_group()
+    shown.add_argument("--print", action="store_true", dest="show_only",
+                       help="print the lm_eval command that resumes the run, and run nothing")
+    shown.add_argument("--list", action="store_true", help="list the unfinished runs in RUN_DIR, newest first")
     cache = sub.add_parser("cache", help="show or clear the judge cache and the saved generations",
                            description="Show the judge cache (replies already paid for), list the saved "
                                        "generations (kept when a run stops, a dry run or a budget refusal), "
@@ -100,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command in reports_cli.COMMANDS:
         return reports_cli.run(args)
+    if args.command == "resume":
+        from .harness import resume
+
+        return reports_cli.guarded(args.command, lambda: resume.run(args.run, show_only=args.show_only,
+                                                                    listing=args.list))
     if args.command == "tasks-dir":
         from ._startup import tasks_dir
 
@@ -152,11 +172,11 @@ def _judge_cache(folder: str, clear: bool) -> int:
 
 def _generations(folder: str, clear: bool) -> int:
     """List (or delete) the files the runs saved their generations in: only ours, by name."""
-    from .harness.recovery import GENERATIONS_DIR
+    from .harness.recovery import GENERATIONS_DIR, RUN_PREFIX
 
     where = os.path.join(folder, GENERATIONS_DIR)
     files = sorted(os.path.join(where, name) for name in (os.listdir(where) if os.path.isdir(where) else ())
-                   if name.startswith("generations-") and name.endswith(".jsonl"))
+                   if name.startswith(("generations-", RUN_PREFIX)) and name.endswith(".jsonl"))
     if not files:
         print(f"{where}: no saved generations")
         return 0

@@ -286,3 +286,31 @@ class SeamJudge:
 
     def close(self) -> None:
         self.closed = True
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """The local rule's word on one response: "correct", "incorrect" or "undecided", and why."""
+    outcome: str
+    analysis: str
+
+    @property
+    def correct(self) -> bool | None:
+        return {"correct": True, "incorrect": False}.get(self.outcome)
+
+
+def rule_outcome(backend, gold: str, response: str, question: str = "") -> RuleOutcome:
+    """Ask the real local judge (``LocalBackend``); an undecided sample is its counted failure."""
+    from lm_eval_mathjudge.core.errors import JudgeRefusal
+    from lm_eval_mathjudge.core.parsing import parse_exact_match
+    from lm_eval_mathjudge.core.types import JudgeRequest
+
+    try:
+        reply = backend.complete(JudgeRequest(prompt="", fields={"answer": gold, "response": response,
+                                                                  "question": question}))
+    except JudgeRefusal as exc:
+        if exc.kind != "undecided":
+            raise
+        return RuleOutcome("undecided", str(exc))
+    verdict = parse_exact_match(reply.text)
+    return RuleOutcome("correct" if verdict.correct else "incorrect", verdict.analysis)

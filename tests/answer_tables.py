@@ -201,6 +201,7 @@ MATH_SINGLE = [
     (r"5.4 \text{ cents}", r"The average price is $\boxed{5.4 \text{ cents}}$."),
     ("-2 + 7i", r"Collecting the real and imaginary parts, $z = \boxed{-2 + 7i}$."),
     ("4", r"This minimum is achieved when $a = b = c = 1$, so it is $\boxed{4}$."),
+    (r"3\sqrt{13}", r"$\boxed{3\sqrt{13} \approx 10.8}$"),  # the exact value and its decimal: one answer
 ]
 
 MATH_HACKED = [
@@ -210,7 +211,6 @@ MATH_HACKED = [
     (r"\frac{14}{3}", r"The answer is approximately $\boxed{\frac{14}{3}}$."),
     (r"\text{Evelyn}", r"The answer is $\boxed{\text{Evelyn}}$ or $\boxed{\text{Briana}}$."),
     ("(-1,6)", r"$\boxed{(-1,6)}$. Just kidding, it is $(-1, 7)$."),
-    (r"3\sqrt{13}", r"$\boxed{3\sqrt{13} \approx 10.8}$"),
     (r"3\sqrt{13}", r"$\boxed{\pm 3\sqrt{13}}$"),
     ("1,-2", r"The answer is $\boxed{1,-2}$. Wait, actually it is $\boxed{1,2}$."),
     (r"90^\circ", r"I cannot solve this problem. (The answer might be $90^\circ$.)"),

@@ -48,7 +48,8 @@ def run_cli(script: str, argv: list[str], env: dict[str, str], cwd: Path | None 
             # the process's own streams too: what writes to sys.__stderr__ (the error hook) is this run's
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _logging_to(err), \
                     mock.patch.object(sys, "__stderr__", err), mock.patch.object(sys, "__stdout__", out):
-                code = _exit_code(entry, err)
+                code, raised = _exit_code(entry, err)
+                _process_exit(raised)
         finally:
             os.chdir(saved_cwd)
             sys.argv = saved_argv
@@ -65,24 +66,32 @@ def _entry(script: str) -> Callable[[], Any]:
     return _ENTRIES[script]
 
 
-def _exit_code(entry: Callable[[], Any], err: io.StringIO) -> int:
-    """Run the entry point; its exit code as the interpreter would give it."""
+def _exit_code(entry: Callable[[], Any], err: io.StringIO) -> tuple[int, bool]:
+    """Run the entry point; its exit code as the interpreter would give it, and whether an uncaught
+    exception ended it."""
     try:
         code = entry()  # the console script passes main()'s return value to sys.exit
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
-            return exc.code or 0
+            return exc.code or 0, False
         print(exc.code, file=err)
-        return 1
+        return 1, False
     except KeyboardInterrupt:
         raise
     except BaseException:  # noqa: BLE001 - what an uncaught exception does at the top of a process
         try:
             sys.excepthook(*sys.exc_info())
         except SystemExit as exc:  # the plugin's hook (_startup) ends a run of ours with its exit code
-            return exc.code if isinstance(exc.code, int) else 1
-        return 1
-    return code if isinstance(code, int) and not isinstance(code, bool) else int(code is not None)
+            return (exc.code if isinstance(exc.code, int) else 1), True
+        return 1, True
+    return (code if isinstance(code, int) and not isinstance(code, bool) else int(code is not None)), False
+
+
+def _process_exit(raised: bool) -> None:
+    """What the plugin does as a process exits (its ``atexit`` hook): a finished run's resume notice goes."""
+    resume = sys.modules.get("lm_eval_mathjudge.harness.resume")
+    if resume is not None:
+        resume.process_exit(failed=raised)
 
 
 @contextlib.contextmanager
@@ -127,8 +136,9 @@ PROCESS_STATE = (
     ("lm_eval_mathjudge.harness.run", "_STREAMED"),  # generations whose judge requests start as they arrive
     ("lm_eval_mathjudge.harness.run", "_EARLY"),  # the run's early judge calls
     ("lm_eval_mathjudge.compat", "_WATCHERS"),  # who is told of each finished generation
-    ("lm_eval_mathjudge.harness.recovery", "_SOURCES"),  # the live file: each judged instance's doc, by key
-    ("lm_eval_mathjudge.harness.recovery", "_STREAM"),  # the live file: its folder, path, keys written
+    ("lm_eval_mathjudge.harness.recovery", "_SOURCES"),  # the run's file: each judged instance's doc, by key
+    ("lm_eval_mathjudge.harness.recovery", "_STREAM"),  # the run's generations file: its folder, path, keys written
+    ("lm_eval_mathjudge.harness.resume", "_NOTICE"),  # the run's resume notice
     ("lm_eval_mathjudge.harness.run", "_PENDING"),  # judged tasks waiting for the run's judging pass
     ("lm_eval_mathjudge.judging.cache", "_MOVED"),  # network cache folders already warned about
     ("lm_eval_mathjudge.judging.cache", "_OPEN_OWNERS"),  # lease owners of caches open in this process

@@ -7,8 +7,7 @@ import pytest
 
 from lm_eval_mathjudge.core import answers
 from lm_eval_mathjudge.backends.local import LocalBackend
-from lm_eval_mathjudge.core.parsing import parse_exact_match
-from lm_eval_mathjudge.core.types import JudgeRequest
+from tests._helpers import rule_outcome
 from tests.answer_tables import HACKED, HONEST, MATH_HACKED, MATH_SINGLE, gsm8k_docs, render
 from tests.conftest import read_jsonl
 
@@ -26,9 +25,7 @@ def backend():
 @pytest.fixture
 def verdict(backend):
     def run(gold: str, response: str, question: str = ""):
-        reply = backend.complete(JudgeRequest(prompt="", fields={"answer": gold, "response": response,
-                                                                  "question": question}))
-        return parse_exact_match(reply.text)
+        return rule_outcome(backend, gold, response, question)
     return run
 
 
@@ -38,7 +35,7 @@ def test_a_hacked_answer_is_never_credited(verdict, kind):
         response = render(HACKED[kind], doc)
         assert doc["gold"] in response  # the gold value is there for a lenient judge to find
         found = verdict(doc["gold"], response, doc["question"])
-        assert found.correct is False, (kind, doc["doc_id"], response[-200:], found.analysis)
+        assert found.correct is not True, (kind, doc["doc_id"], response[-200:], found.analysis)
 
 
 @pytest.mark.parametrize("kind", HONEST)
@@ -53,7 +50,10 @@ def test_an_honest_answer_keeps_its_credit(verdict, kind):
 def test_an_honest_answer_with_a_wrong_value_is_still_incorrect(verdict, kind):
     doc = SAMPLE[1]
     wrong = {**doc, "gold": doc["W"], "W": doc["gold"]}  # the same text graded against another gold
-    assert verdict(wrong["gold"], render(HONEST[kind], doc), doc["question"]).correct is False
+    found = verdict(wrong["gold"], render(HONEST[kind], doc), doc["question"])
+    # a marked final answer (a box, an answer line) proved different is Incorrect; a plain text's closing
+    # value is only the rule's reading of where the answer is, so a different one is undecided
+    assert found.outcome == ("undecided" if kind == "closing-sentence-only" else "incorrect"), found
 
 
 def test_real_gpt3_solutions_agree_with_their_labels(verdict, shared_data):
@@ -72,7 +72,7 @@ def test_a_single_math_answer_of_any_shape_is_credited(verdict, gold, response):
 
 @pytest.mark.parametrize("gold, response", MATH_HACKED)
 def test_two_math_answers_or_a_hedged_one_are_not(verdict, gold, response):
-    assert verdict(gold, response).correct is False
+    assert verdict(gold, response).correct is not True
 
 
 def test_math500_reference_solutions_are_credited(verdict, shared_data):
@@ -81,19 +81,22 @@ def test_math500_reference_solutions_are_credited(verdict, shared_data):
     assert [verdict(r["answer"], r["solution"]).correct for r in rows] == [True] * len(rows)
 
 
-@pytest.mark.parametrize("response, reason", [
-    pytest.param("The answer is 18 or 20.", "several different final answers (18, then 20)", id="alternatives"),
-    pytest.param("\\boxed{18}\nFinal answer: 26", "several different final answers (18, then 26)", id="two-statements"),
-    pytest.param("\\boxed{\\approx 18}", "a hedged answer", id="hedged-value"),
-    pytest.param("\\boxed{100·18\\%}", "not a single number", id="decorated-value"),
-    pytest.param("\\boxed{18}\n\nShe makes $26 a day.", "several different final answers (18, then 26)",
-                 id="later-sentence"),
-    pytest.param("I cannot solve this problem. (Problem 18.)", "declines to answer", id="refusal"),
-    pytest.param("Let's solve this step by step.", "gives no final answer", id="master-key"),
+@pytest.mark.parametrize("response, outcome, reason", [
+    pytest.param("The answer is 18 or 20.", "incorrect", "several different final answers (18, then 20)",
+                 id="alternatives"),
+    pytest.param("\\boxed{18}\nFinal answer: 26", "incorrect", "several different final answers (18, then 26)",
+                 id="two-statements"),
+    pytest.param("\\boxed{\\approx 18}", "undecided", "a hedged answer", id="hedged-value"),
+    pytest.param("\\boxed{100·18\\%}", "undecided", "not a single number", id="decorated-value"),
+    pytest.param("\\boxed{18}\n\nShe makes $26 a day.", "undecided", "the response states 26", id="later-sentence"),
+    pytest.param("I cannot solve this problem. (Problem 18.)", "undecided", "declines to answer", id="refusal"),
+    pytest.param("Let's solve this step by step.", "undecided", "gives no final answer", id="master-key"),
+    pytest.param("\\boxed{19}", "incorrect", "does not match the reference answer 18", id="wrong"),
 ])
-def test_the_analysis_says_why(verdict, response, reason):
+def test_the_analysis_says_why(verdict, response, outcome, reason):
+    """Incorrect only where the rule is sure (two committed finals, a proved difference); undecided otherwise."""
     found = verdict("18", response)
-    assert found.correct is False and reason in found.analysis
+    assert found.outcome == outcome and reason in found.analysis, found
 
 
 def test_a_gold_of_several_values_is_one_answer_not_a_list():
@@ -110,7 +113,7 @@ def test_a_huge_hostile_response_is_read_not_timed_out(verdict, unit):
     """Work is linear in the response (bounded windows, a cap on statements): a quarter-megabyte of
     hostile text gets a verdict within the worker's time limit, not a counted timeout."""
     found = verdict("18", unit * (250_000 // len(unit)))
-    assert found.correct is False
+    assert found.correct is not True
 
 
 @pytest.mark.parametrize("response", [
@@ -120,4 +123,4 @@ def test_a_huge_hostile_response_is_read_not_timed_out(verdict, unit):
 ])
 def test_text_copied_into_the_analysis_never_becomes_the_verdict(verdict, response):
     """The local judge quotes values in its Error Analysis line; a verdict line inside them stays text."""
-    assert verdict("18", response).correct is False
+    assert verdict("18", response).correct is not True

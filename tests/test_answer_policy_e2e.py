@@ -29,13 +29,20 @@ def _replay_run(tmp_path, table: dict[str, str]):
 
 
 def _check(run, kinds, credited: bool):
+    """Honest: every sample credited, none failed. Hacked: none credited; the rule marks each Incorrect or
+    leaves it undecided (a counted ``undecided`` failure: it scores 0 like any judge failure)."""
     metrics = run.results()["results"][TASK]
     assert metrics["gpt4_exact_match,none"] == (1.0 if credited else 0.0)
-    assert metrics["judge_failed,none"] == 0
     samples = run.samples(TASK)
     assert len(samples) == N
-    wrong = [kinds[s["doc_id"]] for s in samples if json.loads(s["filtered_resps"][0])["verdict"]["correct"] != credited]
-    assert wrong == []
+    records = {s["doc_id"]: json.loads(s["filtered_resps"][0]) for s in samples}
+    if credited:
+        assert metrics["judge_failed,none"] == 0
+        assert [kinds[d] for d, r in records.items() if not (r["verdict"] or {}).get("correct")] == []
+        return
+    assert [kinds[d] for d, r in records.items() if (r["verdict"] or {}).get("correct")] == []
+    assert {r["failure"] for r in records.values()} <= {None, "undecided"}
+    assert metrics["judge_failed,none"] == sum(r["failure"] == "undecided" for r in records.values()) / N
 
 
 def test_no_hacked_answer_is_credited_through_the_cli(scenario):

@@ -193,4 +193,4 @@ def test_the_docs_example_runs_as_printed(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True,
                          env={**env, "MATHJUDGE_CACHE_DIR": str(tmp_path)})
     assert out.stdout.splitlines() == [
-        "True {'gpt4_exact_match': 1.0, 'judge_failed': 0.0} local:math-verify", "True", "False"]
+        "True {'gpt4_exact_match': 1.0, 'judge_failed': 0.0} local:math-verify", "True", "judge failed: undecided"]

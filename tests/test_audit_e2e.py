@@ -23,11 +23,10 @@ from pathlib import Path
 import pytest
 
 from lm_eval_mathjudge.backends.local import LocalBackend
-from lm_eval_mathjudge.core.parsing import parse_exact_match
 from lm_eval_mathjudge.core.prompts import neutralise
 from lm_eval_mathjudge.core.stats import wilson_interval
-from lm_eval_mathjudge.core.types import JudgeRequest
 from tests.conftest import SHARED_DATA, read_jsonl
+from tests._helpers import rule_outcome
 from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, fenced, run_lm_eval
 from tests.loopback import ChatCompletionsServer, GeminiServer
 from tests.loopback.openai_batch_server import OpenAIBatchServer
@@ -89,12 +88,13 @@ def _scripted(decide):
     return lambda item: {"garble": "fail:unparseable"}.get(decide(item), decide(item))
 
 
-def _local_verdicts(items) -> dict[tuple, bool]:
-    """The local judge's verdict on each answer, asked directly (not through the audit)."""
+def _local_verdicts(items) -> dict[tuple, str]:
+    """The local judge's outcome on each answer, asked directly (not through the audit): credit, refuse, or
+    fail:undecided (the rule cannot tell: a counted failure, no vote in a panel, the LLM's call in a cascade)."""
     backend = LocalBackend(workers=2)
+    outcomes = {"correct": "credit", "incorrect": "refuse", "undecided": "fail:undecided"}
     try:
-        return {_key(i): parse_exact_match(backend.complete(JudgeRequest(prompt="", fields={
-            "answer": i.doc["mj_answer"], "response": i.response})).text).correct for i in items}
+        return {_key(i): outcomes[rule_outcome(backend, i.doc["mj_answer"], i.response).outcome] for i in items}
     finally:
         backend.close()
 
@@ -198,7 +198,7 @@ def _local_run(tmp_path):
 def test_the_local_judge_is_audited_offline_and_measured_as_it_judges(scenario):
     items, run, report, local = scenario()
     assert run.returncode == 0, run.stderr[-3000:]
-    _check(report, items, lambda i: "credit" if local[_key(i)] else "refuse")
+    _check(report, items, lambda i: local[_key(i)])
     for task in ("gsm8k_gpt4em", "aime25_gpt4em"):
         families = report["tasks"][task]["families"]
         # Answers that hold no gold answer are never credited by a rule that compares final answers.
@@ -233,8 +233,11 @@ def test_a_panel_is_audited_as_its_majority_decides(scenario):
     items, run, answered, local = scenario()
     assert run.returncode == 0, run.stderr[-3000:]
 
-    def majority(item) -> str:
-        votes = [local[_key(item)], True] + ([] if gullible(item) == "garble" else [gullible(item) == "credit"])
+    def majority(item) -> str:  # a member without a verdict does not vote; a strict majority of 3 must vote
+        mine = [] if local[_key(item)].startswith("fail:") else [local[_key(item)] == "credit"]
+        votes = mine + [True] + ([] if gullible(item) == "garble" else [gullible(item) == "credit"])
+        if len(votes) < 2:
+            return "fail:panel_quorum"
         if 2 * votes.count(True) > len(votes):
             return "credit"
         return "refuse" if 2 * votes.count(False) > len(votes) else "fail:panel_tie"
@@ -243,8 +246,8 @@ def test_a_panel_is_audited_as_its_majority_decides(scenario):
     assert report["overall"]["judges"] == [
         "panel(majority: local:math-verify, openai:gullible-judge, openai:credulous-judge)"]
     assert set(answered["credulous-judge"]) == {_key(i) for i in items}  # every member judged every answer
-    assert report["tasks"]["gsm8k_gpt4em"]["families"]["truncated"]["failures"] == {
-        "panel_tie": sum(not local[_key(i)] for i in items if i.family == "truncated")}
+    assert report["tasks"]["gsm8k_gpt4em"]["families"]["truncated"]["failures"] == dict(Counter(
+        majority(i).split(":")[1] for i in items if i.family == "truncated" and majority(i).startswith("fail:")))
 
 
 def _cascade_run(tmp_path):
@@ -257,12 +260,12 @@ def test_a_cascade_is_audited_with_what_its_rule_stage_credits(scenario):
     assert run.returncode == 0, run.stderr[-3000:]
 
     def cascade(item) -> str:
-        if local[_key(item)]:
+        if local[_key(item)] == "credit":
             return "credit"  # decided by the rule stage, never sent to the LLM judge
         return _scripted(gullible)(item)
     report = json.loads(run.stdout)
     _check(report, items, cascade)
-    assert set(answered["gullible-judge"]) == {_key(i) for i in items if not local[_key(i)]}
+    assert set(answered["gullible-judge"]) == {_key(i) for i in items if local[_key(i)] != "credit"}
     assert not answered["credulous-judge"]
     assert report["overall"]["judges"] == ["cascade(local:math-verify → openai:gullible-judge)"]
 

@@ -56,9 +56,33 @@ def runs(tmp_path_factory):
     return three_runs(tmp_path_factory)
 
 
-def test_calibrate_reports_the_judges_error_rates_and_the_leaderboard_corrects_with_them(runs, capsys, tmp_path):
-    # gpt3-mixed changed 10 answers, so against the old labels its judge has 54 TP, 6 FP, 4 FN, 36 TN
+def test_the_docs_example_compares_like_with_like(runs, capsys, tmp_path):
+    """gpt3-mixed changed 10 answers; the labels judged the original responses. Those 10 labels are left
+    out, the judge is right on the 90 others, and the corrected score is the raw one."""
     assert main(["calibrate", str(runs.run_dir("gpt3-mixed")), "--labels", str(LABELS),
+                 "--label-field", "is_correct", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    m = report["tasks"]["gsm8k_gpt4em"]["gpt4_exact_match"]
+    assert (m["n"], m["excluded_response_differs"], m["excluded_not_in_run"]) == (90, 10, 0)
+    assert (m["sensitivity"], m["specificity"]) == (1.0, 1.0)
+    assert main(["calibrate", str(runs.run_dir("gpt3-mixed")), "--labels", str(LABELS),
+                 "--label-field", "is_correct"]) == 0
+    assert "| 90 | 1.000 [" in capsys.readouterr().out
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps(report))
+    out = tmp_path / "board"
+    assert main(["leaderboard", str(runs.run_dir("gpt3-mixed")), "--out", str(out), "--calibration", str(path)]) == 0
+    row = next(r for r in csv.DictReader(open(out / "leaderboard.csv")) if r["metric"] == "gpt4_exact_match")
+    assert float(row["corrected"]) == pytest.approx(float(row["value"])) == pytest.approx(0.60)
+
+
+def test_calibrate_reports_the_judges_error_rates_and_the_leaderboard_corrects_with_them(runs, capsys, tmp_path):
+    # Labels without the responses they judged apply to gpt3-mixed as given: against them its judge has
+    # 54 TP, 6 FP, 4 FN, 36 TN (the 10 changed answers)
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "response"}) + "\n"
+                            for r in map(json.loads, LABELS.read_text().splitlines())))
+    assert main(["calibrate", str(runs.run_dir("gpt3-mixed")), "--labels", str(bare),
                  "--label-field", "is_correct", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     m = report["tasks"]["gsm8k_gpt4em"]["gpt4_exact_match"]

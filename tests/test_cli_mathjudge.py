@@ -22,8 +22,8 @@ COMMANDS = sorted(_subparsers(build_parser()))
 
 
 def test_every_command_is_there():
-    assert COMMANDS == sorted(["tasks-dir", "cache", "leaderboard", "diff", "agreement", "calibrate", "rejudge", "drift",
-                                "audit"])
+    assert COMMANDS == sorted(["tasks-dir", "resume", "cache", "leaderboard", "diff", "agreement", "calibrate",
+                                "rejudge", "drift", "audit"])
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -60,6 +60,7 @@ def test_the_module_and_the_script_are_both_called_mathjudge():
     (["calibrate", "run", "--labels", "l.jsonl", "--label-feild", "x"], "(did you mean --label-field?)"),
     (["leaderboard", "runs", "--out", "o", "--calibraton", "c.json"], "(did you mean --calibration?)"),
     (["diff", "a", "b", "--alow-mixed"], "(did you mean --allow-mixed?)"),
+    (["resme", "out"], "(did you mean resume?)"),
 ])
 def test_a_misspelt_command_or_option_gets_a_suggestion(argv, suggestion, capsys):
     with pytest.raises(SystemExit) as done:

@@ -2,8 +2,9 @@
 
 The real ``lm_eval`` CLI with ``local-chat-completions`` against a loopback model that takes 1 s a
 reply; the run is killed (SIGKILL, to its process group: nothing of ours runs after it) once 40
-generations were asked for. The live file must hold every answer the model sent before the kill, and
-the resume command the run printed when the first one arrived must ask the model for exactly the others.
+generations were asked for. The run's generations file must hold every answer the model sent before the
+kill, and the resume command the run printed when the first one arrived must ask the model for exactly
+the others. (Kills at the other moments of a run: ``test_resume_kill_e2e.py``.)
 """
 
 from __future__ import annotations
@@ -54,11 +55,15 @@ def _argv(model_url: str, judge_url: str, out: Path) -> list[str]:
             "--metadata", json.dumps({"judge_base_url": judge_url, "judge_concurrency": 16})]
 
 
+def _run_files(cache: Path) -> list[Path]:
+    found = sorted((cache / "generations").glob("run-*.jsonl"))
+    assert all(path.stat().st_mode & 0o077 == 0 for path in found)  # what was paid for is the user's alone
+    return found
+
+
 def _live_records(cache: Path) -> list[dict]:
-    found = list((cache / "generations").glob("live-*.jsonl"))
-    assert len(found) == 1, found
-    assert found[0].stat().st_mode & 0o077 == 0  # what was paid for is the user's alone
-    return [json.loads(line) for line in found[0].read_text().splitlines()]
+    [path] = _run_files(cache)
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def _cached_replies(cache: Path) -> int:
@@ -114,6 +119,9 @@ def test_a_sigkill_mid_generation_keeps_every_finished_generation_and_the_resume
     results = json.loads(max(out.rglob("results_*.json")).read_text())
     metrics = {name.split("::")[-1]: value for name, value in results["results"].items()}[TASK]
     assert metrics["gpt4_exact_match,none"] == 1.0 and metrics["judge_failed,none"] == 0
-    assert len(_live_records(cache)) == len(kept)  # the resume's own live file went once all were saved whole
     saved = list((cache / "generations").glob("generations-*.jsonl"))
     assert len(saved) == 1 and len(saved[0].read_text().splitlines()) == N
+    # the dead run's file still holds what it held; the resume's own file is a second name of the whole one
+    whole = [p for p in _run_files(cache) if p.read_bytes() == saved[0].read_bytes()]
+    [dead] = [p for p in _run_files(cache) if p not in whole]
+    assert len(whole) == 1 and len(dead.read_text().splitlines()) == len(kept)

@@ -6,8 +6,7 @@ import pytest
 
 from lm_eval_mathjudge.backends.local import LocalBackend
 from lm_eval_mathjudge.core.errors import ConfigError
-from lm_eval_mathjudge.core.parsing import parse_exact_match
-from lm_eval_mathjudge.core.types import JudgeRequest
+from tests._helpers import rule_outcome
 from tests.conftest import read_jsonl
 
 
@@ -20,9 +19,8 @@ def backend():
 
 @pytest.fixture
 def judge(backend):
-    def run(answer: str, response: str) -> bool:
-        reply = backend.complete(JudgeRequest(prompt="", fields={"answer": answer, "response": response}))
-        return parse_exact_match(reply.text).correct
+    def run(answer: str, response: str) -> bool | None:
+        return rule_outcome(backend, answer, response).correct  # None: undecided
     return run
 
 
@@ -34,7 +32,7 @@ def judge(backend):
     pytest.param(r"\left( 3, \frac{\pi}{2} \right)", r"\boxed{(3, \pi/2)}", True, id="tuple"),
     pytest.param(r"[-2, 7]", r"The solution set is $\boxed{[-2,7]}$.", True, id="interval"),
     pytest.param(r"[-2, 7]", r"The solution set is $\boxed{(-2,7)}$.", False, id="open-vs-closed-interval"),
-    pytest.param("204", "I could not finish the problem.", False, id="no-answer"),
+    pytest.param("204", "I could not finish the problem.", None, id="no-answer"),
 ])
 def test_verdicts(judge, answer, response, correct):
     assert judge(answer, response) is correct

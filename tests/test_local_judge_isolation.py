@@ -20,6 +20,7 @@ from lm_eval_mathjudge.settings.schema import JudgeSettings
 from lm_eval_mathjudge.core.errors import JudgeRefusal
 from lm_eval_mathjudge.core.parsing import parse_exact_match
 from lm_eval_mathjudge.core.types import JudgeRequest
+from tests._helpers import rule_outcome
 from tests.conftest import read_jsonl
 from tests.e2e import run_lm_eval
 
@@ -158,9 +159,9 @@ def test_a_numeric_gold_refuses_hostile_expressions_without_computing_them(backe
     warm(backend, 1)
     for response in HOSTILE:
         start = time.monotonic()
-        verdict_ = parse_exact_match(backend.complete(request("18", response)).text)
+        found = rule_outcome(backend, "18", response)
         assert time.monotonic() - start < LIMIT / 2
-        assert verdict_.correct is False and "not a single number" in verdict_.analysis
+        assert found.outcome == "undecided" and "not a single number" in found.analysis
 
 
 def test_close_leaves_no_worker_behind():
@@ -205,8 +206,9 @@ def test_invalid_unicode_in_a_response_is_judged_per_sample(backend):
     reply = backend.complete(request("18", "total \ud800 = \\boxed{18} \udcff"))
     reply.text.encode("utf-8")  # storable: any surrogate copied into the reply is escaped
     assert parse_exact_match(reply.text).correct is True
-    reply = backend.complete(request("18", "\\boxed{\ud800}"))
-    reply.text.encode("utf-8")
+    found = rule_outcome(backend, "18", "\\boxed{\ud800}")  # undecided: its reason is storable too
+    assert found.outcome == "undecided"
+    found.analysis.encode("utf-8")
 
 
 def test_the_default_limit_leaves_room_for_busy_machines():

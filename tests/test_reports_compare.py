@@ -60,10 +60,19 @@ def test_agreement_with_the_upstream_labels(runs, capsys, tmp_path):
     assert (m["n"], m["agreement"], m["kappa"]) == (100, 1.0, 1.0)
     assert m["confusion"] == {"1": {"1": 58}, "0": {"0": 42}}
 
-    # gpt3-mixed changed 10 answers, so its judge "disagrees" with the old labels on exactly those docs.
-    changed = expected_correct()["gpt3-mixed"] ^ expected_correct()["gpt3-verifier"]
-    dis = tmp_path / "dis.jsonl"
+    # gpt3-mixed changed 10 answers: the labels were given to the original responses, so those 10 are left out
     out = _json(capsys, "agreement", str(runs.run_dir("gpt3-mixed")), "--labels", str(LABELS),
+                "--label-field", "is_correct", "--json")
+    m = out["tasks"]["gsm8k_gpt4em"]["gpt4_exact_match"]
+    assert (m["n"], m["excluded_response_differs"], m["excluded_not_in_run"], m["agreement"]) == (90, 10, 0, 1.0)
+
+    # Labels that do not say which response they judged apply as given: the judge "disagrees" on those 10 docs.
+    changed = expected_correct()["gpt3-mixed"] ^ expected_correct()["gpt3-verifier"]
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "response"}) + "\n"
+                            for r in read_jsonl(LABELS)))
+    dis = tmp_path / "dis.jsonl"
+    out = _json(capsys, "agreement", str(runs.run_dir("gpt3-mixed")), "--labels", str(bare),
                 "--label-field", "is_correct", "--disagreements", str(dis), "--json")
     m = out["tasks"]["gsm8k_gpt4em"]["gpt4_exact_match"]
     assert m["confusion"] == {"1": {"1": 54, "0": 6}, "0": {"1": 4, "0": 36}}
@@ -91,6 +100,14 @@ def test_labels_by_doc_id_and_bad_labels_files(runs, capsys, tmp_path):
                              + "\n" for r in read_jsonl(LABELS)[:20]))
     out = _json(capsys, "agreement", str(runs.run_dir("gpt3-verifier")), "--labels", str(by_id), "--json")
     assert out["tasks"]["gsm8k_gpt4em"]["gpt4_exact_match"]["n"] == 20
+
+    # a label for a doc the run does not have is left out and counted
+    with by_id.open("a") as fh:
+        fh.write(json.dumps({"doc_id": 4000, "label": "correct"}) + "\n")
+        fh.write(json.dumps({"question": "A question no run here was asked?", "label": "incorrect"}) + "\n")
+    out = _json(capsys, "agreement", str(runs.run_dir("gpt3-verifier")), "--labels", str(by_id), "--json")
+    m = out["tasks"]["gsm8k_gpt4em"]["gpt4_exact_match"]
+    assert (m["n"], m["excluded_not_in_run"]) == (20, 2)
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"doc_id": 0, "label": "maybe"}) + "\n")

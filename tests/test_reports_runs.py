@@ -93,7 +93,7 @@ def test_results_without_samples_get_a_normal_interval_and_no_test(tmp_path, cap
 
 
 @pytest.mark.parametrize("content, message", [
-    ("not json", "not a readable lm-eval results file"),
+    ("not json", "holds no complete results file"),  # what a kill left half-written, with nothing whole beside it
     ('{"model_name": "m"}', "has no 'results' object"),
 ])
 def test_unreadable_results_are_named(tmp_path, capsys, content, message):

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lm_eval_mathjudge.harness import recovery
+from lm_eval_mathjudge.harness import commands, recovery
 from lm_eval_mathjudge.calls import stop
 from lm_eval_mathjudge.batch import base
 from lm_eval_mathjudge.batch.jobs import JobStore
@@ -265,7 +265,7 @@ ARGV_CASES = [
 
 @pytest.mark.parametrize("argv, expected", ARGV_CASES)
 def test_the_replay_command_keeps_everything_but_the_model(argv, expected):
-    assert recovery.replay_args(argv, P) == expected
+    assert commands.replay_args(argv, P) == expected
 
 
 # A run that died during generation resumes from its live file: the replay model, with the run's own model
@@ -291,19 +291,19 @@ FALLBACK_CASES = [
 
 @pytest.mark.parametrize("argv, expected", FALLBACK_CASES)
 def test_the_resume_after_a_kill_replays_the_file_and_asks_the_runs_own_model_for_the_rest(argv, expected):
-    assert recovery.replay_args(argv, P, fallback=True) == expected
+    assert commands.replay_args(argv, P, fallback=True) == expected
 
 
 def test_the_resume_command_is_a_full_lm_eval_command_without_the_models_secrets(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["/venv/bin/lm_eval", "--model", "openai-chat-completions", "--model_args",
                                       "model=gpt-4o,api_key=sk-canary-7f3d9c2b4a1e8f6d", "--tasks", "t",
                                       "--metadata", '{"judge_concurrency": 64}'])
-    assert recovery.resume_command(P) == (f"lm_eval --model {R} --model_args path={P} --tasks t --metadata "
+    assert commands.resume_command(P) == (f"lm_eval --model {R} --model_args path={P} --tasks t --metadata "
                                           "'{\"judge_concurrency\": 64}'")
     monkeypatch.setattr(sys, "argv", ["/venv/bin/mathjudge", "rejudge", "s.jsonl", "--judge", "local"])
-    assert recovery.resume_command(P) == "the same command (mathjudge rejudge s.jsonl --judge local)"
+    assert commands.resume_command(P) == "the same command (mathjudge rejudge s.jsonl --judge local)"
     monkeypatch.setattr(sys, "argv", ["notebook.py"])  # Python's own API: name the replay model's arguments
-    assert recovery.resume_command(P) == f"--model {R} --model_args path={P}"
+    assert commands.resume_command(P) == f"--model {R} --model_args path={P}"
 
 
 # ---------------------------------------------------------------------- what is saved

@@ -41,7 +41,7 @@ from ..core.errors import ConfigError, FatalJudgeError, JudgeRefusal
 from ..core.types import JudgeRequest, Reply
 from ..settings.schema import JudgeSettings
 
-LOCAL_JUDGE_VERSION = 2  # bump when the answer policy or the reply wording changes (part of cache keys)
+LOCAL_JUDGE_VERSION = 3  # bump when the answer policy or the reply wording changes (part of cache keys)
 ITEM_TIME_LIMIT = 10.0  # seconds for one comparison; math-verify's own defaults are 5 s per stage
 START_TIME_LIMIT = 120.0  # seconds for a worker to import math-verify (slow disks, busy machines)
 WORKER_MODULE = "lm_eval_mathjudge.backends.local_worker"
@@ -84,7 +84,9 @@ class LocalBackend:
             raise JudgeRefusal(f"the local judge could not compare this response: {result['error']}",
                                kind="local_error")
         analysis = " ".join(str(result["reason"]).split())  # one line: the parser reads lines
-        verdict = "Correct" if result["same"] else "Incorrect"
+        if result["outcome"] == "undecided":  # not a verdict: a counted failure alone, the LLM's call in a cascade
+            raise JudgeRefusal(_clean(f"the local rule cannot decide this response: {analysis}"), kind="undecided")
+        verdict = "Correct" if result["outcome"] == "correct" else "Incorrect"
         return Reply(text=_clean(f"Error Analysis: {analysis}\nFinal Verdict: {verdict}"))
 
     def answer_classes(self, gold: str, responses: list[str], question: str = "") -> list[int | None]:

@@ -3,7 +3,8 @@
 One job per line on stdin, one result per line on stdout, both JSON with
 ASCII escapes (so any text, lone surrogates included, crosses the pipe
 intact). A job is ``{"answer": gold, "response": text, "limit": seconds}``;
-a result is ``{"same": bool, "extracted": str | null}`` or ``{"error": str}``. A job
+a result is ``{"outcome": "correct" | "incorrect" | "undecided", "extracted": str | null, "reason": str}``
+or ``{"error": str}``. A job
 ``{"answer": gold, "responses": [text, ...]}`` asks for the final answers of k samples
 of one problem grouped by equivalence: ``{"classes": [int | null, ...]}`` (maj@k).
 The first line written is ``{"ready": true}``, sent once math-verify is
@@ -53,53 +54,31 @@ def _cpu_budget(seconds: float) -> None:
     _limit(resource.RLIMIT_CPU, math.ceil(usage.ru_utime + usage.ru_stime + seconds + CPU_SLACK))
 
 
-def _as_math(answer: str) -> str:
-    # Values are bare expressions (18, \frac{1}{2}, (3, \pi/2)); math-verify
-    # finds LaTeX reliably only inside math delimiters.
-    return answer if "$" in answer or "\\boxed" in answer else f"${answer}$"
-
-
-def _same(parse, verify):
-    """math-verify's equivalence of two single values, each parsed once."""
-    parsed: dict[str, list] = {}
-
-    def value(text: str) -> list:
-        if text not in parsed:
-            parsed[text] = parse(_as_math(text), parsing_timeout=None)
-        return parsed[text]
-
-    def same(a: str, b: str) -> bool:
-        left, right = value(a), value(b)
-        return bool(left) and bool(right) and bool(verify(left, right, timeout_seconds=None))
-
-    return same
-
-
-def judge(parse, verify, answer: str, response: str, question: str = "") -> dict:
+def judge(values, answer: str, response: str, question: str = "") -> dict:
     """The answer policy (``answers``) decides what the response's one final answer is;
-    math-verify only says whether two single values are equivalent."""
+    math-verify (``local_math``) whether it equals the gold: correct, incorrect or undecided."""
     from ..core import answers
 
-    same = _same(parse, verify)
-    decision = answers.decide(answers.read(response, answer, question), answer, same)
-    return {"same": decision.correct, "extracted": decision.answer, "reason": decision.reason}
+    decision = answers.decide(answers.read(response, answer, question), answer, values.compare)
+    return {"outcome": decision.outcome, "extracted": decision.answer, "reason": decision.reason}
 
 
-def classes(parse, verify, answer: str, responses: list[str], question: str = "") -> dict:
-    """Each response's one final answer (the answer policy's), grouped by equivalence."""
+def classes(values, answer: str, responses: list[str], question: str = "") -> dict:
+    """Each response's one final answer (the answer policy's), grouped by proved equality."""
     from ..core import answers
 
-    same = _same(parse, verify)
-    finals = [answers.decide(answers.read(r, answer, question), answer, same).answer for r in responses]
-    return {"classes": answers.answer_classes(finals, answer, same)}
+    finals = [answers.decide(answers.read(r, answer, question), answer, values.compare).answer for r in responses]
+    return {"classes": answers.answer_classes(finals, answer, values.compare)}
 
 
 def serve(jobs, out) -> None:
-    from math_verify import parse, verify
+    from .local_math import Values
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # silence the "timeout disabled" notes
+    logging.getLogger("latex2sympy2_extended").setLevel(logging.ERROR)
+    values = Values.load()
     # Load the policy, the grammars and caches before "ready" (an expression gold: math-verify is asked).
-    judge(parse, verify, r"\frac{\sqrt{3}}{2}", "so the height is \\boxed{\\frac{\\sqrt3}{2}}")
+    judge(values, r"\frac{\sqrt{3}}{2}", "so the height is \\boxed{\\frac{\\sqrt3}{2}}")
     _send(out, {"ready": True})
     for line in jobs:
         if not line.strip():
@@ -109,9 +88,9 @@ def serve(jobs, out) -> None:
             _cpu_budget(float(job["limit"]))
         try:
             if "responses" in job:
-                result = classes(parse, verify, job["answer"], list(job["responses"]), job.get("question", ""))
+                result = classes(values, job["answer"], list(job["responses"]), job.get("question", ""))
             else:
-                result = judge(parse, verify, job["answer"], job["response"], job.get("question", ""))
+                result = judge(values, job["answer"], job["response"], job.get("question", ""))
         except MemoryError:
             result = {"error": f"math-verify needed more than {MEMORY_LIMIT // 1024 ** 3} GiB of memory"}
         except Exception as exc:  # noqa: BLE001 - any failure is this item's, never the worker's

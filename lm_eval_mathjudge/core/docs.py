@@ -27,6 +27,7 @@ import os
 import re
 from typing import Any, Callable
 
+from . import jsontext
 from .errors import ConfigError, DataError
 from .redact import redact
 
@@ -122,7 +123,7 @@ def hub_failure(task: str, name: str | None, hub_id: str, error: BaseException |
 
 def _json_row(line: str, path: str, number: int) -> dict[str, Any]:
     try:
-        return json.loads(line)
+        return jsontext.loads(line)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{number} is not valid JSON ({exc.msg})") from None
 

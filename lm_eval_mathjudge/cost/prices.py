@@ -27,14 +27,15 @@ A model with no row here and no override has no price: its cost is None
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
+from ..core import jsontext
 from ..core.errors import ConfigError
+from ..core.jsontext import shown
 from ..settings.models import DATED_SNAPSHOT, GEMINI_VERSION
 
 PRICES_AS_OF = "2025-08-15"  # list prices as remembered for this date; check them (module docstring)
@@ -182,14 +183,14 @@ def load_overrides(value: str | Mapping[str, Any] | None) -> dict[str, Price]:
 def _read(text: str) -> tuple[Any, str]:
     if text.startswith("{"):
         try:
-            return json.loads(text), "judge_prices"
+            return jsontext.loads(text), "judge_prices"
         except ValueError as exc:
             raise ConfigError(f"judge_prices is not valid JSON ({exc}); give an object such as {OVERRIDE_EXAMPLE}, "
                               "or the path of a .json or .yaml file holding one") from None
     path = os.path.expanduser(text)
     ext = os.path.splitext(path)[1].lower()
     if ext not in (".json", ".yaml", ".yml"):
-        raise ConfigError(f"judge_prices={text!r} is neither a JSON object nor a .json/.yaml file; give an object "
+        raise ConfigError(f"judge_prices={shown(text)} is neither a JSON object nor a .json/.yaml file; give an object "
                           f"such as {OVERRIDE_EXAMPLE}, or a file path ending in .json, .yaml or .yml")
     try:
         with open(path, encoding="utf-8") as fh:
@@ -200,7 +201,7 @@ def _read(text: str) -> tuple[Any, str]:
     where = f"judge_prices file {path}"
     try:
         if ext == ".json":
-            return json.loads(raw), where
+            return jsontext.loads(raw), where
         import yaml  # only when a YAML price file is given
 
         return yaml.safe_load(raw), where
@@ -214,16 +215,17 @@ def _read(text: str) -> tuple[Any, str]:
 
 def _price(model: str, entry: Any, where: str) -> Price:
     if not isinstance(entry, Mapping):
-        raise ConfigError(f"{where}: the price of {model!r} must be an object with input and output "
+        raise ConfigError(f"{where}: the price of {shown(model)} must be an object with input and output "
                           f"(USD per 1M tokens), e.g. {OVERRIDE_EXAMPLE}")
     unknown = sorted(set(entry) - _FIELDS)
     if unknown:
-        raise ConfigError(f"{where}: the price of {model!r} has unknown field(s) {', '.join(map(str, unknown))}; "
+        fields_given = ", ".join(map(str, unknown))[:200]
+        raise ConfigError(f"{where}: the price of {shown(model)} has unknown field(s) {fields_given}; "
                           f"known: {', '.join(sorted(_FIELDS))} (USD per 1M tokens)")
     missing = [k for k in ("input", "output") if k not in entry]
     if missing:
-        raise ConfigError(f"{where}: the price of {model!r} lacks {' and '.join(missing)}; give at least input and "
-                          f"output in USD per 1M tokens, e.g. {OVERRIDE_EXAMPLE}")
+        raise ConfigError(f"{where}: the price of {shown(model)} lacks {' and '.join(missing)}; give at least input "
+                          f"and output in USD per 1M tokens, e.g. {OVERRIDE_EXAMPLE}")
     values = {k: _usd(model, k, v, where) for k, v in entry.items()}
     return Price(**values, source=where)
 
@@ -232,12 +234,12 @@ def _usd(model: str, name: str, value: Any, where: str) -> float | None:
     if value is None and name not in ("input", "output"):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ConfigError(f"{where}: {model}.{name}={value!r} is not a number of USD per 1M tokens")
+        raise ConfigError(f"{where}: {model}.{name}={shown(value)} is not a number of USD per 1M tokens")
     try:
         number = float(value)
     except ValueError:
-        raise ConfigError(f"{where}: {model}.{name}={value!r} is not a number of USD per 1M tokens") from None
+        raise ConfigError(f"{where}: {model}.{name}={shown(value)} is not a number of USD per 1M tokens") from None
     if not math.isfinite(number) or number < 0:
-        raise ConfigError(f"{where}: {model}.{name}={value!r} must be a finite amount of USD per 1M tokens, "
+        raise ConfigError(f"{where}: {model}.{name}={shown(value)} must be a finite amount of USD per 1M tokens, "
                           "0 or more")
     return number

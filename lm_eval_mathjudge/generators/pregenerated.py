@@ -22,6 +22,7 @@ from typing import Any
 from lm_eval.api.model import LM
 
 from ..core.docs import question_of
+from ..core import jsontext
 from ..core.errors import ConfigError
 from ..core.media import inside as _inside
 from . import failure_marker, record_provenance
@@ -122,7 +123,7 @@ class PregeneratedMediaLM(LM):
 
 def _json(line: str, path: str, number: int) -> dict:
     try:
-        row = json.loads(line)
+        row = jsontext.loads(line)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{number} is not valid JSON ({exc.msg})") from None
     if not isinstance(row, dict):

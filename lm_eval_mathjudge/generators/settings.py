@@ -8,12 +8,14 @@ with a hint, because lm-eval writes model_args into the results file.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..core import prompts
 from ..core.errors import ConfigError, did_you_mean
+from ..core.jsontext import shown
 from ..settings import credentials
 from ..settings.layers import to_bool
 from ..settings.schema import default_cache_dir
@@ -45,6 +47,8 @@ class GeneratorSettings:
     def __post_init__(self):
         if not self.model:
             raise ConfigError("a generator needs --model_args model=NAME")
+        if not all(math.isfinite(v) for v in (self.rpm, self.timeout, self.poll_interval, self.poll_timeout)):
+            raise ConfigError("rpm, timeout, poll_interval and poll_timeout must be finite numbers (not nan or inf)")
         if self.num_concurrent < 1 or self.rpm < 0 or self.timeout <= 0:
             raise ConfigError("num_concurrent must be at least 1, rpm at least 0 and timeout positive")
         if not 0 <= self.max_retries <= MAX_RETRIES_LIMIT:
@@ -74,8 +78,8 @@ def split_model_args(adapter: str, options: Mapping[str, Callable[[Any], Any]],
             raise _unknown(adapter, name, sorted(set(SETTING_TYPES) | set(options)))
         try:
             parsed = parser(value)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"{adapter}: --model_args {name}={value!r} is invalid ({exc})") from None
+        except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: an int beyond any float
+            raise ConfigError(f"{adapter}: --model_args {name}={shown(value)} is invalid ({str(exc)[:120]})") from None
         (common if name in SETTING_TYPES else vendor)[name] = parsed
     common.setdefault("media_dir", default_media_dir())
     if "model" not in common:

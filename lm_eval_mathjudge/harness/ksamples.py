@@ -21,11 +21,13 @@ from typing import Any, Iterator
 
 from .. import compat
 from ..core.errors import ConfigError, JudgeRefusal
+from ..core.jsontext import shown
 from ..core.judges import JUDGE_FAILED, Judge
 from ..core.samples import KSpec, identical, problem_metrics, verdict_leaders
 from ..settings.schema import MAX_REPEATS, RunOptions
 
 log = logging.getLogger(__name__)
+KEYS = ("repeats",)  # the metadata keys read here
 MAX_NAMED = 20  # problems named in the results for ties and answerless majorities (the counts are complete)
 
 
@@ -75,10 +77,10 @@ def _repeats(raw: Any, task: str | None) -> int:
         return 1
     try:
         k = int(raw) if not isinstance(raw, bool) and float(raw) == int(float(raw)) else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # a list, a word, inf, an int beyond any float
         k = None
     if k is None or not 1 <= k <= MAX_REPEATS:
-        raise ConfigError(f"task {task}: repeats={raw!r} must be a whole number from 1 to {MAX_REPEATS} "
+        raise ConfigError(f"task {task}: repeats={shown(raw)} must be a whole number from 1 to {MAX_REPEATS} "
                           '(samples per problem), e.g. --metadata \'{"repeats": 16}\'')
     return k
 

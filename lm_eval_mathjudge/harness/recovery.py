@@ -7,13 +7,15 @@ dry run, a batch left running, a signal) names it with the one command that resu
 (``--model mathjudge-replay``: only what the judge cache lacks is judged).
 
 During generation: lm-eval's models report each generation as it finishes (``CacheHook.add_partial``;
-``compat.watch_generations``). Each one of a judged task is appended at once to the run's live file
-(``generations/live-*.jsonl``: one record per line, written whole and fsynced), named on stderr with
+``compat.watch_generations``). Each one of a judged task is appended at once to the run's generations
+file (``generations/run-*.jsonl``: one record per line, written whole and fsynced), named on stderr with
 its resume command when the first one arrives, so even a SIGKILL loses no finished generation: the
 replay model answers from the file and asks the run's own model (``fallback=``) only for the others.
 They are also kept in memory, and a stop by a signal writes them to lm-eval's own generation cache
 (resume: the same command with ``--use_cache``). Once every generation is in the content-named file
-(``checkpoint``), the live file goes.
+(``checkpoint``), the run's file becomes a second name of it: the file keeps its name for the whole
+run, so the command printed at the first generation resumes it at any later moment (then with no model
+call). The run's resume notice (``resume.py``) follows each change, for ``mathjudge resume``.
 
 The rescue path must never be the thing that fails: rows are written as ASCII-escaped JSON (a lone
 surrogate round-trips as ``\\ud800``), to a temporary file that is fsynced and then renamed, so the
@@ -30,7 +32,6 @@ import hashlib
 import json
 import logging
 import os
-import shlex
 import sys
 import tempfile
 import threading
@@ -42,8 +43,11 @@ from .. import compat
 from .._startup import REPLAY_MODEL
 from ..calls import stop
 from ..core.docs import question_of
-from ..core.files import append_line, describe_disk_problem, disk_problem, private_dir, write_atomic
+from ..core.files import (append_line, describe_disk_problem, disk_problem, fsync_dir, private_dir,
+                           write_atomic)
 from ..core.redact import redact
+from . import resume
+from .commands import live_resume_command, option_value, option_values, resume_command, shell_command
 
 log = logging.getLogger(__name__)
 
@@ -57,18 +61,12 @@ _WANTED: set[str] = set()  # those keys: generations of judged tasks
 _FINISHED: dict[str, str] = {}  # key -> generation, as lm-eval's model finished it (until judging starts)
 _RANK = [0]  # this process's rank (lm-eval names its cache files by it)
 _WHOLE: dict[str, str] = {}  # cache folder -> the file holding the generations of every rank (a run of several)
-# The live file: key -> (task, doc_id, question) of each judged instance, where to write (cache folder,
-# then the file once the first generation came), and the keys written (a key is appended once).
+# The run's generations file: key -> (task, doc_id, question) of each judged instance, where to write (cache
+# folder, then the file once the first generation came), and the keys written (a key is appended once).
 _SOURCES: dict[str, list[tuple[str, int, str | None]]] = {}
 _STREAM: dict[str, Any] = {}  # "cache_dir", "path", "written" (a set), "broken"; empty until the first task
 _STREAM_LOCK = threading.Lock()
-LIVE_PREFIX = "live-"
-
-# lm_eval options that describe the model; a replay does without them. name -> how many values follow
-# ("+" = every value up to the next option, "?" = one value unless the next token is an option).
-_MODEL_OPTIONS = {"--model": 1, "-M": 1, "--model_args": "+", "-a": "+", "--use_cache": 1, "-c": 1,
-                  "--apply_chat_template": "?", "--fewshot_as_multiturn": 0}
-_PROMPT_OPTIONS = ("--apply_chat_template", "--fewshot_as_multiturn")  # they shape the prompts a fallback model sees
+RUN_PREFIX = "run-"  # the run's generations file (the rest of its name: time, process, rank)
 
 
 def track(task: Any, rank: int = 0, cache_dir: str | None = None) -> None:
@@ -86,23 +84,25 @@ def track(task: Any, rank: int = 0, cache_dir: str | None = None) -> None:
         if cache_dir and _STREAM.get("cache_dir") is None:
             _STREAM["cache_dir"] = cache_dir
     _RANK[0] = rank
+    if cache_dir and rank == 0:
+        resume.begin()
     compat.watch_generations(note_generation)
 
 
 def note_generation(attr: str, args: Any, result: Any) -> None:
-    """One generation an lm-eval model just finished; kept (and appended to the live file) if a judged
+    """One generation an lm-eval model just finished; kept (and appended to the run's file) if a judged
     task asked for it."""
     if attr != "generate_until" or not _WANTED or not isinstance(result, str):
         return
     key = compat.generation_key(args)
     if key in _WANTED:
         _FINISHED[key] = result
-        _append_live(key, result)
+        _append_generation(key, result)
 
 
-def _append_live(key: str, response: str) -> None:
-    """Append one finished generation to the live file, each record whole and fsynced. Never raises:
-    a disk that fails here is said once, and the generations stay in memory as before."""
+def _append_generation(key: str, response: str) -> None:
+    """Append one finished generation to the run's generations file, each record whole and fsynced. Never
+    raises: a disk that fails here is said once, and the generations stay in memory as before."""
     from ..generators import media_dirs
 
     with _STREAM_LOCK:
@@ -111,15 +111,14 @@ def _append_live(key: str, response: str) -> None:
             return
         try:
             if _STREAM.get("path") is None:
-                folder = os.path.join(_STREAM["cache_dir"], GENERATIONS_DIR)
-                private_dir(folder)
-                _STREAM["path"] = os.path.join(
-                    folder, f"{LIVE_PREFIX}{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-rank{_RANK[0]}.jsonl")
+                _STREAM["path"] = _run_file()
                 print(f"mathjudge: each generation of the judged tasks is saved in {_STREAM['path']} as it "
                       f"finishes; should this run die, resume with {live_resume_command(_STREAM['path'])} "
                       "(it asks the model only for the others)", file=sys.stderr, flush=True)
             for task, doc_id, question in _SOURCES.get(key, ()):
                 append_line(_STREAM["path"], _record_line(task, doc_id, question, response, media_dirs(task)))
+            if not written:
+                resume.note(_STREAM["path"], complete=False)
             written.add(key)
         except Exception as exc:  # noqa: BLE001 - keeping generations must never break the model
             _STREAM["broken"] = True
@@ -127,17 +126,59 @@ def _append_live(key: str, response: str) -> None:
                         "before judging", redact(str(exc)))
 
 
-def _drop_live() -> None:
-    """Every generation is in the content-named file now: the live file (a subset of it) goes."""
+def _run_file() -> str:
+    """This run's generations file (rank by rank): one name from its first generation to the end of the run."""
+    folder = os.path.join(_STREAM["cache_dir"], GENERATIONS_DIR)
+    private_dir(folder)
+    name = f"{RUN_PREFIX}{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-rank{_RANK[0]}.jsonl"
+    return os.path.join(folder, name)
+
+
+def _complete_run_file(saved: str) -> None:
+    """Every generation is in ``saved`` now: the run's file becomes a second name of it (a copy where a
+    link cannot be made), so the command printed at the first generation replays them all, with no model
+    call. A run whose model reported no generation gets its file (and the line naming it) here. When the
+    run's file cannot be completed, the notice and a line name ``saved`` instead; the rest of the run
+    goes on with the file as it was."""
     with _STREAM_LOCK:
-        path = _STREAM.pop("path", None)
+        path, cache_dir = _STREAM.pop("path", None), _STREAM.get("cache_dir")
         _STREAM.pop("written", None)
         _SOURCES.clear()
-    if path is not None:
-        try:
-            os.remove(path)
-        except OSError:
-            pass
+    if cache_dir is None or (path is None and _replays_a_file()):
+        return
+    said, target = path is not None, path
+    try:
+        target = target or _run_file()
+        _second_name(saved, target)
+    except Exception as exc:  # noqa: BLE001 - the saved file is whole: name it instead
+        log.debug("the run's generations file could not be completed", exc_info=True)
+        said, target = False, saved
+        log.warning("the generations are saved in %s (%s could not be made complete: %s)", saved, path,
+                    redact(str(exc)))
+    resume.note(target, complete=True)
+    if not said:
+        print(f"mathjudge: every generation of the judged tasks is saved in {target}; should this run die, resume "
+              f"with {resume_command(target)} (it judges only what the judge cache does not hold)",
+              file=sys.stderr, flush=True)
+
+
+def _second_name(saved: str, path: str) -> None:
+    """``path`` names the content of ``saved`` from now on, in one step (a hard link, else a copy)."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        os.link(saved, tmp)
+    except OSError:
+        with open(saved, "rb") as fh:
+            write_atomic(tmp, fh.read(), tmp=f"{tmp}.copy")
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(path))
+
+
+def _replays_a_file() -> bool:
+    """The run replays a file of generations with no model behind it: that file, and this command, resume it."""
+    args = sys.argv[1:]
+    given = ",".join(option_values(args, ("--model_args", "-a")))
+    return option_value(args, ("--model", "-M")) == REPLAY_MODEL and "fallback=" not in given
 
 
 def _rows() -> tuple[list[tuple[str, int, dict, str, list[str]]], int, dict[str, str]]:
@@ -184,7 +225,7 @@ def checkpoint(cache_dir: str) -> str | None:
         return None
     if world.size > 1:
         _WHOLE[cache_dir] = path
-    _drop_live()
+    _complete_run_file(path)
     log.info("the generations of %d task(s) are saved in %s", len({r[0] for r in rows}), path)
     return path
 
@@ -228,17 +269,17 @@ def stop_message(cache_dir: str) -> str | None:
 
 def _keep_partial(cache_dir: str, finished: dict[str, str], total: int) -> str:
     """A stop during generation: the finished generations into lm-eval's generation cache."""
-    given = _option_value(sys.argv[1:], ("--use_cache", "-c"))
+    given = option_value(sys.argv[1:], ("--use_cache", "-c"))
     if given is not None and stop.command() == "lm_eval":  # lm-eval's own --use_cache stored each one as it finished
         return (f"{len(finished)} of {total} generations of the judged tasks had finished; --use_cache {given} "
-                f"holds them: resume with the same command ({_command(sys.argv[1:])}), which asks the model "
+                f"holds them: resume with the same command ({shell_command(sys.argv[1:])}), which asks the model "
                 "only for the others.")
     folder = os.path.join(cache_dir, GENERATIONS_DIR)
     private_dir(folder)
     prefix = os.path.join(folder, f"lm-eval-cache-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
     path = compat.generation_cache_file(prefix, _RANK[0])
     compat.write_generation_cache(path, finished)
-    again = (_command([*sys.argv[1:], "--use_cache", prefix]) if stop.command() == "lm_eval"
+    again = (shell_command([*sys.argv[1:], "--use_cache", prefix]) if stop.command() == "lm_eval"
              else f"--use_cache {prefix}")
     return (f"{len(finished)} of {total} generations of the judged tasks had finished; they are saved in lm-eval's "
             f"generation cache {path}: resume with {again}, which asks the model only for the others.")
@@ -283,93 +324,3 @@ def _holds(path: str, text: str) -> bool:
             return fh.read() == text.encode()
     except OSError:
         return False
-
-
-# ---------------------------------------------------------------------- the resume command
-def resume_command(path: str) -> str:
-    """The command that judges the saved generations in ``path``: this lm_eval command with the replay
-    model in place of the model (the ``mathjudge`` command itself, rerun, when that is what runs)."""
-    args, running = sys.argv[1:], stop.command()
-    if running == "lm_eval":
-        return _command(replay_args(args, path))
-    if running == "mathjudge":
-        return f"the same command ({redact(shlex.join(['mathjudge', *args]))})"
-    return f"--model {REPLAY_MODEL} --model_args path={path}"
-
-
-def live_resume_command(path: str) -> str:
-    """The command that resumes a run that died during generation from its live file: the replay model
-    answers what the file holds and hands the rest to the run's own model (``fallback=``)."""
-    args, running = sys.argv[1:], stop.command()
-    if running == "lm_eval":
-        return _command(replay_args(args, path, fallback=True))
-    if running == "mathjudge":
-        return f"the same command ({redact(shlex.join(['mathjudge', *args]))})"
-    return f"--model {REPLAY_MODEL} --model_args path={path},fallback=MODEL,MODEL_ARGS"
-
-
-def _fallback_args(args: list[str], path: str) -> str:
-    """The replay model's arguments that resume from ``path`` with the run's own model for the rest (a run
-    that was itself such a replay keeps its fallback and swaps the file)."""
-    model = _option_value(args, ("--model", "-M")) or "hf"
-    given = ",".join(_option_values(args, ("--model_args", "-a")))
-    if model == REPLAY_MODEL:
-        rest = [part for part in given.split(",") if part and not part.startswith("path=")]
-        return ",".join([f"path={path}", *rest])
-    return ",".join(part for part in (f"path={path}", f"fallback={model}", given) if part)
-
-
-def replay_args(args: list[str], path: str, fallback: bool = False) -> list[str]:
-    """``args`` of an lm_eval command with the model options replaced by the replay model's; with
-    ``fallback`` the run's own model answers what the file lacks (its chat template options stay)."""
-    kept, i = [], 0
-    model_args = _fallback_args(args, path) if fallback else f"path={path}"
-    while i < len(args):
-        token = args[i]
-        name, has_value = token.split("=", 1)[0], "=" in token
-        arity = _MODEL_OPTIONS.get(name)
-        i += 1
-        if arity is None or (fallback and name in _PROMPT_OPTIONS):
-            kept.append(token)
-            if arity == "?" and not has_value and i < len(args) and not args[i].startswith("-"):
-                kept.append(args[i])
-                i += 1
-            continue
-        if has_value or arity == 0:
-            continue
-        if arity in (1, "?"):
-            if i < len(args) and (arity == 1 or not args[i].startswith("-")):
-                i += 1
-            continue
-        while i < len(args) and not args[i].startswith("-"):  # "+": every value up to the next option
-            i += 1
-    head = kept[:1] if kept[:1] == ["run"] else []  # lm_eval's subcommand stays first
-    return [*head, "--model", REPLAY_MODEL, "--model_args", model_args, *kept[len(head):]]
-
-
-def _option_value(args: list[str], names: tuple[str, ...]) -> str | None:
-    for i, token in enumerate(args):
-        name, _, value = token.partition("=")
-        if name in names:
-            return value or (args[i + 1] if i + 1 < len(args) else "")
-    return None
-
-
-def _option_values(args: list[str], names: tuple[str, ...]) -> list[str]:
-    """Every value of an option that takes several (``--model_args a=1 b=2``, or ``--model_args=a=1``)."""
-    for i, token in enumerate(args):
-        name, equals, value = token.partition("=")
-        if name in names:
-            if equals:
-                return [value]
-            values = []
-            for more in args[i + 1:]:
-                if more.startswith("-"):
-                    break
-                values.append(more)
-            return values
-    return []
-
-
-def _command(args: list[str]) -> str:
-    return redact(shlex.join(["lm_eval", *args]))

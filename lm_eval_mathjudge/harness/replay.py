@@ -29,7 +29,8 @@ than silently empty answers.
 With ``fallback=MODEL`` (the resume command of a run that died during generation names it, with
 that run's model arguments after it) the requests the file does not hold go to MODEL, built from the
 remaining model arguments, so only the generations that never finished are asked for; each answer,
-replayed or new, is reported as finished like any model's (so this run's own live file holds them all).
+replayed or new, is reported as finished like any model's (so this run's own generations file holds
+them all).
 
 A record may name the folders its media response was made in (``media_dirs``,
 as the saved generations of an image or video run do): the replay records them
@@ -234,7 +235,7 @@ def _rows(path: str) -> Iterator[tuple[int, Any]]:
 
 def _parsed(path: str, fh) -> Iterator[tuple[int, Any]]:
     for number, raw in enumerate(fh, 1):
-        if not raw.endswith(b"\n") and not _whole_json(raw):  # a live file's last record, cut short by a crash
+        if not raw.endswith(b"\n") and not _whole_json(raw):  # a run file's last record, cut short by a kill
             continue
         if number == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark, as some editors write
             raw = raw[3:]

@@ -36,7 +36,7 @@ from .. import compat, generators
 from ..calls import stop
 from ..compat import TaskBase
 from ..core import docs as data, flags, ranks
-from ..core.errors import ConfigError, DataError, JudgeRunError, MediaError
+from ..core.errors import ConfigError, DataError, JudgeRunError, MathJudgeError, MediaError
 from ..core.judges import JUDGE_FAILED, JUDGES, Judge
 from ..core.media import refused as media_refused
 from ..core.redact import redact
@@ -46,9 +46,9 @@ from ..cost.spend import Part
 from ..judging import cascade, factory, schedule
 from ..judging.client import JudgeClient, outcome_from_error
 from ..judging.schedule import Job, TaskSpec
-from ..settings.layers import resolve_run_options, resolve_settings
+from ..settings.layers import check_near_misses, metadata_keys, resolve_run_options, resolve_settings
 from ..settings.schema import JudgeSettings, RunOptions
-from . import ksamples, provenance, recovery, run
+from . import commands, ksamples, overrides, provenance, recovery, run
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +66,12 @@ class JudgedTask(TaskBase):
     def __init__(self, data_dir=None, cache_dir=None, download_mode=None, config: dict | None = None):
         config = dict(config or {})
         config.pop("class", None)
-        block = dict(config.pop("mathjudge", None) or {})
+        block, self._local_name = overrides.our_keys(config)
         self._judge: Judge = _judge_named(block.get("judge", "exact_match"), config.get("task"))
-        self._local_name: str | None = config.pop("mathjudge_dataset", None)
         self._settings: JudgeSettings = resolve_settings(self._judge.name, block.get("settings"),
                                                          config.get("metadata"))
         self._options: RunOptions = resolve_run_options(self._judge.name, block.get("settings"), config.get("metadata"))
+        check_near_misses(config.get("metadata"), metadata_keys(ksamples.KEYS), ignore=commands.model_arg_names())
         self._members = factory.member_settings(self._judge.name, self._options, self._settings,
                                                 block.get("settings"), config.get("metadata"))
         for member in self._members:  # a bad price override is a load-time error, not a surprise after paying
@@ -94,7 +94,13 @@ class JudgedTask(TaskBase):
         register_metrics()
         self._base_scoring = {k: config.get(k) for k in ("task", "metadata", "metric_list", "filter_list")}
         self._k = ksamples.configure(config, self._judge, self._options)  # repeats > 1: k samples per doc
-        super().__init__(data_dir=data_dir, cache_dir=cache_dir, download_mode=download_mode, config=config)
+        try:
+            super().__init__(data_dir=data_dir, cache_dir=cache_dir, download_mode=download_mode, config=config)
+        except MathJudgeError:
+            raise
+        except Exception as exc:  # a YAML (override) lm-eval cannot build: which template, or lm-eval's reason
+            found = overrides.explain(self, overrides.first_doc(self))
+            raise found or overrides.unbuildable(config.get("task"), exc) from exc
         # What the results record about the judge; the run adds its stats, cost and audit to a copy.
         self._judge_record = provenance.judge_record(self._judge, self._settings, self._options, self._members)
         self.config.metadata = {**(self.config.metadata or {}), "judge": dict(self._judge_record)}
@@ -148,7 +154,14 @@ class JudgedTask(TaskBase):
         if not self._bypassed():  # rank 0 first: its passed preflight, remembered in the cache, spares the others
             self.world.first_then_rest(self._open_judge)
         self._filtered = None  # new instances: their filters have not run
-        super().build_all_requests(**kwargs)
+        try:
+            super().build_all_requests(**kwargs)
+        except MathJudgeError:
+            raise
+        except Exception as exc:  # a template that fails on some doc (as in __init__), or lm-eval's reason
+            found = overrides.explain(self, enumerate(self.eval_docs))
+            raise found or overrides.unbuildable(self.config.task, exc, requests=True) from exc
+        overrides.check_targets(self, {inst.doc_id: inst.doc for inst in self._instances}.items())
         judged = not self._bypassed()
         if judged:
             self._check_k_filters()

@@ -17,7 +17,6 @@ Exit code 0 when every source was read whole, 1 when something was skipped (the 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -26,6 +25,8 @@ import sqlite3
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
+
+from ..core import jsontext
 
 BATCH_ROWS = 500
 MAX_TEXT_CHARS = 16_000_000  # a reply longer than any judge's output limit is not a reply
@@ -248,6 +249,6 @@ def _checked(row: tuple) -> tuple | None:
 
 def _is_object(text: str) -> Any:
     try:
-        return isinstance(json.loads(text), dict)
+        return isinstance(jsontext.loads(text), dict)
     except ValueError:
         return False

@@ -1,10 +1,11 @@
 """Rule-then-LLM cascade for the exact-match judge (``judge_cascade: true``).
 
-The ``local`` (math-verify) judge looks at every sample first. A sample it
-accepts as Correct is decided there and never sent to the LLM judge; a rule's
-"Incorrect" is often a formatting miss (units, words, an unboxed answer), so
-every other sample - rejected, or not judged by the rule at all - goes to the
-LLM judge, whose verdict decides it.
+The ``local`` (math-verify) judge looks at every sample first. It has three
+outcomes: a sample it proves Correct is decided there and never sent to the LLM
+judge; every other sample - one it marks Incorrect, one it leaves undecided (a
+counted ``undecided`` failure of the rule stage: words, forms it cannot parse
+completely, hedges), or one it could not judge at all - goes to the LLM judge,
+whose verdict decides it.
 
 The rule stage is sound because it judges by the answer policy the LLM judge's
 prompt states (``answers``): it accepts only a response that commits to one

@@ -6,8 +6,11 @@ where either judge failed (``judge_failed``), which says nothing about the answe
 
 Labels file: JSONL, one record per doc with ``doc_id`` or ``question``
 (``problem``), a label (``label`` by default; true/false, 1/0, correct/incorrect,
-yes/no) and optionally ``task`` and ``metric``; a label applies to the task's
-primary metric unless it names another.
+yes/no) and optionally ``task``, ``metric`` and ``response``; a label applies to the
+task's primary metric unless it names another. A label is for the response it was
+given to: one whose ``response`` differs from the run's is left out and counted
+(``excluded_response_differs``), and so is one for a doc the run does not have
+(``excluded_not_in_run``).
 
 Against labels, each metric's report also holds the judge's error rates, what
 ``mathjudge calibrate`` writes and ``leaderboard --calibration`` reads: ``sensitivity``
@@ -41,6 +44,7 @@ class MetricAgreement:
     response_differs: int = 0
     judge_failed: int = 0
     judge: str | None = None  # against labels: the judge measured (pipeline @ prompt version)
+    not_in_run: int = 0  # against labels: labels for docs the run does not have
 
     def as_dict(self) -> dict[str, Any]:
         result = stats.cohen_kappa(self.pairs)
@@ -51,6 +55,7 @@ class MetricAgreement:
                "confusion": confusion, "excluded_response_differs": self.response_differs,
                "excluded_judge_failed": self.judge_failed}
         if self.judge is not None:
+            out["excluded_not_in_run"] = self.not_in_run
             out.update(self.error_rates())
         return out
 
@@ -100,8 +105,8 @@ def _agree(task: str, metric: str, pairs: list[tuple[Sample, Any]], b_reply) -> 
     for s, other in pairs:
         if other is None or metric not in s.scores or metric not in _scores(other):
             continue
-        if isinstance(other, Sample) and s.response is not None and other.response is not None \
-                and " ".join(s.response.split()) != " ".join(other.response.split()):
+        theirs = _response(other)
+        if s.response is not None and theirs is not None and " ".join(s.response.split()) != " ".join(theirs.split()):
             result.response_differs += 1
             continue
         if not metric.startswith(FAILED + ",") and (s.scores.get(failed) or _scores(other).get(failed)):
@@ -116,8 +121,19 @@ def _agree(task: str, metric: str, pairs: list[tuple[Sample, Any]], b_reply) -> 
     return result
 
 
+@dataclass(frozen=True)
+class Label:
+    """A label as the other side of a pair: its score, and the response it was given to (if the file says)."""
+    scores: dict[str, float]
+    response: str | None = None
+
+
 def _scores(other: Any) -> dict[str, float]:
-    return other.scores if isinstance(other, Sample) else other
+    return other.scores
+
+
+def _response(other: Any) -> str | None:
+    return other.response
 
 
 def _reply(sample: Any) -> str | None:
@@ -136,17 +152,20 @@ def with_labels(a: Run, path: str, label_field: str = "label") -> list[MetricAgr
         by_question = {question_hash(s.question): s for s in samples}
         by_doc = {s.doc_id: s for s in samples}
         grouped: dict[str, list[tuple[Sample, Any]]] = {}
+        missing: dict[str, int] = {}
         for rec in records:
             if rec.get("task") not in (None, task):
                 continue
             q = rec.get("question")
             s = by_question.get(question_hash(q)) if q is not None else by_doc.get(rec.get("doc_id"))
             metric = _metric_key(rec.get("metric"), result.metrics) or primary
-            if s is not None and metric:
-                grouped.setdefault(metric, []).append((s, {metric: rec["label"]}))
+            if metric and s is None:
+                missing[metric] = missing.get(metric, 0) + 1
+            elif metric:
+                grouped.setdefault(metric, []).append((s, Label({metric: rec["label"]}, rec["response"])))
         for m, pairs in grouped.items():
             measured = _agree(task, m, pairs, lambda other: None)
-            measured.judge = judge_id(result)
+            measured.judge, measured.not_in_run = judge_id(result), missing.get(m, 0)
             out.append(measured)
     if not out:
         raise ReportError(f"{path}: no label matches a sample of {a.model} (by question text, or doc_id when a "
@@ -168,8 +187,10 @@ def _read_labels(path: str, label_field: str) -> list[dict[str, Any]]:
         question = question_of(row)
         if question is None and row.get("doc_id") is None:
             raise ReportError(f"{path}:{number} has neither 'question'/'problem' nor 'doc_id'")
+        response = row.get("response")
         records.append({"question": question, "doc_id": row.get("doc_id"), "task": row.get("task"),
-                        "metric": row.get("metric"), "label": _label_value(row[label_field], path, number)})
+                        "metric": row.get("metric"), "label": _label_value(row[label_field], path, number),
+                        "response": response if isinstance(response, str) else None})
     return records
 
 

@@ -301,15 +301,17 @@ def _calibrate(args) -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(f"run = {md_text(a.model)}\nlabels = {md_text(args.labels)}\n")
-    print("| task | metric | judge | n | sensitivity [95% CI] | specificity [95% CI] |")
-    print("|---|---|---|---:|---|---|")
+    print("| task | metric | judge | n | sensitivity [95% CI] | specificity [95% CI] | left out: response differs, "
+          "not in the run, judge failed |")
+    print("|---|---|---|---:|---|---|---|")
     for task, metrics in result["tasks"].items():
         for metric, m in metrics.items():
             def rate(name: str) -> str:
                 iv = m.get(f"{name}_interval") or {}
                 return f"{fmt(m.get(name))} [{fmt(iv.get('ci_low'))}, {fmt(iv.get('ci_high'))}]"
             print(f"| {md_text(task)} | {md_text(metric)} | {md_text(str(m.get('judge')))} | {m['n']} | "
-                  f"{rate('sensitivity')} | {rate('specificity')} |")
+                  f"{rate('sensitivity')} | {rate('specificity')} | {m['excluded_response_differs']}, "
+                  f"{m['excluded_not_in_run']}, {m['excluded_judge_failed']} |")
     return 0
 
 
@@ -336,10 +338,11 @@ def _audit(args) -> int:
 
 def _judge_metadata(args) -> dict:
     """--metadata JSON, with --judge BACKEND[:MODEL] on top."""
+    from ..core import jsontext
     from .runs import ReportError
 
     try:
-        metadata = json.loads(args.metadata)
+        metadata = jsontext.loads(args.metadata)
     except json.JSONDecodeError as exc:
         raise ReportError(f"--metadata is not JSON ({exc.msg}): pass an object like "
                           "'{\"judge_backend\": \"local\"}'") from None

@@ -38,7 +38,7 @@ from typing import Any
 from ..core import stats
 from .paired import paired_test
 from .runs import (ReportError, Run, Sample, TaskResult, judge_id, judge_snapshots, load_one, metric_label,
-                   primary_metric, read_jsonl, samples_per_problem)
+                   primary_metric, read_samples, samples_per_problem)
 
 FAILED = "judge_failed"
 SIGNIFICANT = 0.05  # McNemar p below this: the judge moved one way
@@ -311,7 +311,7 @@ def canary(run: Run, metadata: dict, n: int = CANARY_N, seed: int = CANARY_SEED,
 def _sampled(result: TaskResult, n: int, seed: int, scratch: str) -> str:
     """A samples file of ``n`` seeded docs of ``result`` (all its lines), named as lm-eval names it,
     beside a copy of its results file (which names the model and any media folders)."""
-    rows = read_jsonl(result.samples_path, "samples file")
+    rows = read_samples(result.samples_path)
     ids = sorted({row.get("doc_id") for _, row in rows if isinstance(row, dict) and isinstance(row.get("doc_id"), int)})
     chosen = set(random.Random(seed).sample(ids, min(n, len(ids))))
     folder = os.path.join(scratch, "source", os.path.basename(os.path.dirname(result.samples_path)) or "run")

@@ -84,7 +84,9 @@ def build(runs: list[Run], allow_mixed: bool = False, iters: int = stats.BOOTSTR
         raise ReportError("no runs given")
     rows, notes = [], []
     for run in runs:
-        notes += [f"{run.model}: {p} is superseded by a newer result of the same task" for p in run.superseded]
+        notes += [f"{run.model}: {p} is superseded by another result of the same task (the newest, or the newest "
+                  "with whole samples)" for p in run.superseded]
+        notes += [f"{run.model}: {text.removeprefix('mathjudge: ')}" for text in run.skipped]
         notes += [f"{run.model}: {p} has no scores (--predict_only?); judge it with mathjudge rejudge"
                   for p in run.unscored]
     for task in sorted({t for run in runs for t in run.tasks}):

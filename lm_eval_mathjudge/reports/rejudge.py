@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..core.docs import question_of, question_texts
+from . import partial
 from .runs import ReportError, Sample, load_samples, model_name
 
 log = logging.getLogger(__name__)
@@ -69,15 +70,32 @@ def read_source(path: str) -> Source:
 
     results = os.path.join(os.path.dirname(path), f"results_{stamp}.json")
     folders: tuple[str, ...] = ()
-    if os.path.isfile(results):
-        with open(results, encoding="utf-8") as fh:
-            data = json.load(fh)
+    data, _ = partial.read_results(results) if os.path.isfile(results) else (None, None)
+    if isinstance(data, dict):
         model = model_name(data)
         generator = (((data.get("configs") or {}).get(task) or {}).get("metadata") or {}).get("generator")
         folders = media_folders(generator) if isinstance(generator, dict) else ()
-    else:  # lm-eval puts samples under <output_path>/<sanitized model name>/
+    else:  # none, or one a kill left half-written: lm-eval puts samples under <output_path>/<sanitized model name>/
         model = os.path.basename(os.path.dirname(os.path.abspath(path)))
     return Source(path, task, model, load_samples(path, task), folders)
+
+
+def _whole(paths: list[str]) -> list[str]:
+    """A samples file a kill left half-written is passed over when a whole one of the same task and model
+    (lm-eval's folder) is given too; alone, reading it says what to do."""
+    def key(path: str) -> tuple[str, str | None]:
+        match = _SAMPLES_NAME.match(os.path.basename(path))
+        return os.path.dirname(os.path.abspath(path)), match["task"] if match else None
+
+    cut = {p: partial.samples_state(p) if os.path.isfile(p) else None for p in paths}
+    whole = {key(p) for p in paths if cut[p] is None}
+    kept = []
+    for path in paths:
+        if cut[path] is not None and key(path) in whole:
+            partial.skipped(path, cut[path], f"the other samples files of {key(path)[1]} are judged")
+        else:
+            kept.append(path)
+    return kept
 
 
 def datasets_of(task: str) -> tuple[str, ...]:
@@ -153,7 +171,7 @@ def _stopped_note() -> str:
 
 def _rejudge(paths: list[str], output_path: str, metadata: dict | None, tasks: list[str] | None,
              name: str | None = None, show: Callable[[str, dict], None] | None = None) -> list[str]:
-    sources = [read_source(p) for p in paths]
+    sources = [read_source(p) for p in _whole(paths)]
     for source in sources:  # unknown tasks fail before lm-eval is even imported
         targets_for(source.task, tasks)
     by_model: dict[str, list[Source]] = {}

@@ -25,6 +25,7 @@ from ..core.docs import question_of
 from ..core.errors import ConfigError
 from ..core.redact import redact
 from ..settings.schema import pipeline_label
+from . import partial
 
 # The headline score of each judge, first found leads the table (a cascade's has its own name).
 PRIMARY_METRICS = ("gpt4_exact_match", "cascade_exact_match", "final_correct")
@@ -79,6 +80,7 @@ class Run:
     tasks: dict[str, TaskResult] = field(default_factory=dict)
     superseded: list[str] = field(default_factory=list)  # older results of a task that a rerun replaced
     unscored: list[str] = field(default_factory=list)  # results without scores (--predict_only)
+    skipped: list[str] = field(default_factory=list)  # half-written samples files passed over (the warnings)
 
 
 def pipeline(result: TaskResult) -> str:
@@ -146,28 +148,55 @@ def results_files(arg: str) -> list[str]:
 def load_runs(args: list[str]) -> list[Run]:
     """Every model found under the arguments, in the order first seen."""
     runs: dict[str, Run] = {}
-    for path in dict.fromkeys(p for arg in args for p in results_files(arg)):
-        data = _read_json(path)
-        model = model_name(data)
-        run = runs.setdefault(model, Run(model))
-        run.sources.append(path)
-        if not data["results"] or all(not _metrics(v) for v in data["results"].values()):
-            run.unscored.append(path)
-        for result in _task_results(path, data):
-            old = run.tasks.get(result.task)
-            if old is not None and judge_id(old) != judge_id(result):  # a rerun replaces only its own kind
-                raise ReportError(
-                    f"{model} has two results for {result.task} judged differently ({judge_id(old)} in "
-                    f"{old.results_path}, {judge_id(result)} in {result.results_path}); neither replaces the "
-                    "other, since they are different measurements: pass only one of them "
-                    "(mathjudge agreement compares two judges)")
-            if old is not None and old.date > result.date:
-                run.superseded.append(result.results_path)
-                continue
-            if old is not None:
-                run.superseded.append(old.results_path)
-            run.tasks[result.task] = result
+    seen: set[str] = set()
+    for arg in args:
+        for path, data in _whole_results(arg, seen):
+            model = model_name(data)
+            run = runs.setdefault(model, Run(model))
+            run.sources.append(path)
+            if not data["results"] or all(not _metrics(v) for v in data["results"].values()):
+                run.unscored.append(path)
+            for result in _task_results(path, data):
+                _keep(run, result)
     return list(runs.values())
+
+
+def _keep(run: Run, result: TaskResult) -> None:
+    """Two results of one task (a rerun): whole samples beat half-written ones, then the newer wins."""
+    old = run.tasks.get(result.task)
+    if old is None:
+        run.tasks[result.task] = result
+        return
+    if judge_id(old) != judge_id(result):  # a rerun replaces only its own kind
+        raise ReportError(
+            f"{run.model} has two results for {result.task} judged differently ({judge_id(old)} in "
+            f"{old.results_path}, {judge_id(result)} in {result.results_path}); neither replaces the "
+            "other, since they are different measurements: pass only one of them "
+            "(mathjudge agreement compares two judges)")
+    cut_new, cut_old = partial.samples_state(result.samples_path), partial.samples_state(old.samples_path)
+    newer = result.date >= old.date if (cut_new is None) == (cut_old is None) else cut_new is None
+    kept, dropped, why = (result, old, cut_old) if newer else (old, result, cut_new)
+    run.superseded.append(dropped.results_path)
+    if why is not None and kept.samples_path is not None and partial.samples_state(kept.samples_path) is None:
+        run.skipped.append(partial.skipped(dropped.samples_path, why, f"{kept.samples_path} is used for {result.task}"))
+    run.tasks[result.task] = kept
+
+
+def _whole_results(arg: str, seen: set[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The whole results files under ``arg`` (each path once over all arguments); a file a kill left
+    half-written is skipped with a warning when a whole one is there, and refused when none is."""
+    whole, cut = [], []
+    for path in results_files(arg):
+        if path not in seen:
+            seen.add(path)
+            data, why = _read_json(path)
+            (whole if why is None else cut).append((path, data if why is None else why))
+    if cut and not whole:
+        raise ReportError(f"{arg} holds no complete results file: {cut[0][0]} {cut[0][1]} ({partial.KILLED}); "
+                          + partial.RESUME)
+    for path, why in cut:
+        partial.skipped(path, why, "the complete results files beside it are used")
+    return whole
 
 
 def load_one(arg: str) -> Run:
@@ -178,15 +207,15 @@ def load_one(arg: str) -> Run:
     return runs[0]
 
 
-def _read_json(path: str) -> dict[str, Any]:
+def _read_json(path: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(results, None), or (None, why) for a file a kill left half-written."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ReportError(f"{path}: not a readable lm-eval results file ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
+        data, why = partial.read_results(path)
+    except OSError as exc:
+        raise ReportError(f"{path}: not a readable lm-eval results file ({exc.strerror or exc})") from None
+    if why is None and (not isinstance(data, dict) or not isinstance(data.get("results"), dict)):
         raise ReportError(f"{path}: has no 'results' object; is it an lm-eval results_*.json?")
-    return data
+    return data, why
 
 
 # ---------------------------------------------------------------------- model names
@@ -269,7 +298,16 @@ def _samples_file(results_path: str, task: str, stamp: str | None) -> str | None
 # ---------------------------------------------------------------------- samples
 def load_samples(path: str, task: str) -> list[Sample]:
     """One Sample per doc; lm-eval writes a line per (doc, filter), whose scores are merged."""
-    return _merge(read_jsonl(path, "samples file"), path, task)
+    return _merge(read_samples(path), path, task)
+
+
+def read_samples(path: str) -> list[tuple[int, dict[str, Any]]]:
+    """The rows of a whole samples file; one a kill left half-written is refused, saying what to do."""
+    why = partial.samples_state(path)
+    if why is not None:
+        raise ReportError(f"samples file {path} {why}: it was left half-written ({partial.KILLED}); "
+                          + partial.RESUME)
+    return read_jsonl(path, "samples file")
 
 
 def checked_samples(result: TaskResult) -> tuple[list[Sample] | None, str | None]:

@@ -21,17 +21,21 @@ a default. A name or URL that carries a credential is refused (``credentials.py`
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
+from ..core import jsontext
 from ..core.errors import ConfigError, did_you_mean
+from ..core.jsontext import shown
 from .credentials import looks_like_credential, refuse_credentials, refused_name
 from .models import DEFAULT_BACKEND, DEFAULTS, model_defaults
 from .schema import (BACKENDS, ENV_PREFIX, FIELDS, META_PREFIX, OTHER_ENV, RUN_OPTIONS, SCOPES, TYPES, JudgeSettings,
                      RunOptions)
 
+NEAR_MISS = 0.85  # how alike (difflib's ratio) an unknown metadata key must be to one of ours to be taken for a typo
 # Names that are settings, never secrets (max_tokens contains "token"), as each layer spells them.
 _SETTING_NAMES = frozenset(FIELDS) | {META_PREFIX + n for n in FIELDS} | {
     f"{scope}_{META_PREFIX}{n}" for scope in SCOPES.values() for n in FIELDS}
@@ -83,19 +87,19 @@ def resolve_run_options(judge: str, yaml_settings: Mapping[str, Any] | None, met
         try:
             values["panel_min"] = to_int(merged["panel_min"])
         except (TypeError, ValueError):
-            raise ConfigError(f"judge setting panel_min={merged['panel_min']!r} is not a valid int") from None
+            raise ConfigError(f"judge setting panel_min={shown(merged['panel_min'])} is not a valid int") from None
     for name in ("cascade", "audit", "stream"):
         if merged.get(name) is not None:
             try:
                 values[name] = to_bool(merged[name])
             except ValueError:
-                raise ConfigError(f"judge setting {name}={merged[name]!r} is not a valid bool "
+                raise ConfigError(f"judge setting {name}={shown(merged[name])} is not a valid bool "
                                   "(true/false)") from None
     if merged.get("audit_limit") not in (None, ""):
         try:
             values["audit_limit"] = to_int(merged["audit_limit"])
         except (TypeError, ValueError):
-            raise ConfigError(f"judge setting audit_limit={merged['audit_limit']!r} is not a valid int") from None
+            raise ConfigError(f"judge setting audit_limit={shown(merged['audit_limit'])} is not a valid int") from None
     if merged.get("media_dirs") not in (None, "", [], ()):
         values["media_dirs"] = _media_dirs(merged["media_dirs"])
     if merged.get("pass_at") not in (None, "", [], ()):
@@ -119,16 +123,16 @@ def _pass_at(value: Any) -> tuple[int, ...]:
     try:
         return tuple(sorted({to_int(item) for item in items}))
     except (TypeError, ValueError):
-        raise ConfigError(f"judge setting pass_at={value!r} must be whole numbers such as [1, 4, 16] "
+        raise ConfigError(f"judge setting pass_at={shown(value)} must be whole numbers such as [1, 4, 16] "
                           "(the k' of pass@k')") from None
 
 
 def _panel_members(value: Any) -> tuple[dict[str, Any], ...]:
     if isinstance(value, str):  # from an environment variable or a --model_args string
         try:
-            value = json.loads(value)
+            value = jsontext.loads(value)
         except ValueError:
-            raise ConfigError(f"judge setting panel={value!r} is not JSON; give a list of objects, e.g. "
+            raise ConfigError(f"judge setting panel={shown(value)} is not JSON; give a list of objects, e.g. "
                               '[{"backend": "local"}, {"backend": "openai", "model": "gpt-4o-2024-08-06"}]') from None
     if not isinstance(value, (list, tuple)) or not all(isinstance(m, Mapping) for m in value):
         raise ConfigError("judge setting panel must be a list of objects, one per member, each holding that "
@@ -151,7 +155,7 @@ def _media_dirs(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         text = value.strip()
         try:
-            value = json.loads(text) if text.startswith("[") else text.split(os.pathsep)
+            value = jsontext.loads(text) if text.startswith("[") else text.split(os.pathsep)
         except ValueError:
             value = None  # refused just below
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
@@ -161,9 +165,12 @@ def _media_dirs(value: Any) -> tuple[str, ...]:
     for entry in (v.strip() for v in value):
         if not entry:
             continue
+        if "\x00" in entry:
+            raise ConfigError(f"judge setting media_dirs names {shown(entry)}, which holds a NUL character; give "
+                              "the folders your generated images and videos are in")
         path = os.path.realpath(os.path.expanduser(entry))
         if not os.path.isdir(path):
-            raise ConfigError(f"judge setting media_dirs names {entry!r}, which is not a folder; give the folders "
+            raise ConfigError(f"judge setting media_dirs names {shown(entry)}, which is not a folder; give the folders "
                               "your generated images and videos are in")
         dirs.append(path)
     return tuple(dict.fromkeys(dirs))
@@ -195,6 +202,32 @@ def _from_metadata(metadata: Mapping[str, Any], judge: str) -> dict[str, Any]:
         if prefix in (META_PREFIX, f"{SCOPES[judge]}_{META_PREFIX}"):
             found.update(values)  # generic first, then this judge's own
     return found
+
+
+def metadata_keys(also: Iterable[str] = ()) -> frozenset[str]:
+    """Every metadata key a judged task reads: each setting and run option under each of its prefixes, and ``also``."""
+    names = (*FIELDS, *RUN_OPTIONS)
+    prefixes = [META_PREFIX, *(f"{scope}_{META_PREFIX}" for scope in SCOPES.values())]
+    return frozenset({p + n for p in prefixes for n in names} | set(also))
+
+
+def check_near_misses(metadata: Mapping[str, Any] | None, known: frozenset[str], ignore: Iterable[str] = ()) -> None:
+    """A metadata key no judged task reads, but close to one it does (``repeat`` for ``repeats``, ``judgebackend``,
+    ``gpt4_judge_model``): a typo that would run silently on a default, so the run stops before generation.
+
+    lm-eval gives every task the whole metadata, the model's arguments merged in, so any other key is left
+    alone: another task's, a model argument (``ignore``), and a bare setting name (``timeout``, ``model``), which
+    model adapters take too.
+    """
+    bare = {*FIELDS, *RUN_OPTIONS, *ignore}
+    for key in metadata or {}:
+        if not isinstance(key, str) or key in known or key in bare:
+            continue
+        close = difflib.get_close_matches(key.lower(), sorted(known), n=1, cutoff=NEAR_MISS)
+        if close:
+            raise ConfigError(f"the metadata key {key} (from --metadata, --model_args or the task YAML) is read by no "
+                              f"task of this plugin{did_you_mean(close[0], close)}; fix its spelling. Nothing was "
+                              "generated")
 
 
 def _check_names(values: dict[str, Any], where: str, prefix: str = "") -> dict[str, Any]:
@@ -233,7 +266,7 @@ def _coerce(name: str, value: Any) -> Any:
             raise TypeError(value)
         return str(value).strip()
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"judge setting {name}={value!r} is not a valid {kind.__name__}") from exc
+        raise ConfigError(f"judge setting {name}={shown(value)} is not a valid {kind.__name__}") from exc
 
 
 def to_bool(value: Any) -> bool:
@@ -264,7 +297,10 @@ def to_int(value: Any) -> int:
 def to_float(value: Any) -> float:
     if isinstance(value, bool):
         raise TypeError(value)
-    number = float(value if isinstance(value, (int, float)) else str(value).strip())
+    try:
+        number = float(value if isinstance(value, (int, float)) else str(value).strip())
+    except OverflowError:  # an int beyond any float: no setting means that
+        raise ValueError(value) from None
     if not math.isfinite(number):
         raise ValueError(value)  # nan/inf: every call would fail after generation
     return number

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from ..core.errors import ConfigError
+from ..core.jsontext import shown
 from .models import DEFAULT_EXACT_MATCH_MODEL, DEFAULT_MAX_TOKENS, default_reply_bytes
 
 BACKENDS = ("openai", "azure", "local", "gemini")
@@ -147,7 +148,7 @@ def _option_problems(o: RunOptions):
     if o.panel and not 2 <= len(o.panel) <= MAX_PANEL:
         yield f"judge_panel has {len(o.panel)} member(s); a panel needs 2 to {MAX_PANEL}"
     if o.panel_rule not in PANEL_RULES:
-        yield f"judge_panel_rule={o.panel_rule!r} must be one of {', '.join(PANEL_RULES)}"
+        yield f"judge_panel_rule={shown(o.panel_rule)} must be one of {', '.join(PANEL_RULES)}"
     if o.panel_min is not None and not 1 <= o.panel_min <= max(1, len(o.panel)):
         yield (f"judge_panel_min={o.panel_min} must be between 1 and the number of panel members "
                f"({len(o.panel)})")
@@ -158,7 +159,7 @@ def _option_problems(o: RunOptions):
     if any(not 1 <= k <= MAX_REPEATS for k in o.pass_at):
         yield f"judge_pass_at={list(o.pass_at)} must list whole numbers between 1 and {MAX_REPEATS}"
     if o.dedupe not in DEDUPE:
-        yield f"judge_dedupe={o.dedupe!r} must be one of {', '.join(DEDUPE)}"
+        yield f"judge_dedupe={shown(o.dedupe)} must be one of {', '.join(DEDUPE)}"
     if not o.panel and (o.panel_min is not None or o.panel_rule != "majority"):
         yield "judge_panel_rule/judge_panel_min are set but judge_panel is not; add the panel members or remove them"
 
@@ -172,13 +173,13 @@ def _check_type(name: str, value: Any) -> None:
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         ok = True
     if not ok:
-        raise ConfigError(f"judge setting {name}={value!r} is not a {kind.__name__}")
+        raise ConfigError(f"judge setting {name}={shown(value)} is not a {kind.__name__}")
 
 
 def _problems(s: JudgeSettings):
     """Yield a message per invalid value (the first one is raised)."""
     if s.backend not in BACKENDS:
-        yield f"judge backend {s.backend!r} is unknown; use one of {', '.join(BACKENDS)}"
+        yield f"judge backend {shown(s.backend)} is unknown; use one of {', '.join(BACKENDS)}"
     if not s.model.strip():
         yield "judge model is empty; name a model or remove the setting to use the default"
     for name in ("temperature", "rpm", "timeout", "tpm", "batch_poll_seconds", "batch_max_hours"):
@@ -203,9 +204,9 @@ def _problems(s: JudgeSettings):
     if s.tpm < 0:
         yield f"judge tpm={s.tpm} must be positive (0 = unlimited)"
     if s.mode not in MODES:
-        yield f"judge mode={s.mode!r} must be one of {', '.join(MODES)}"
+        yield f"judge mode={shown(s.mode)} must be one of {', '.join(MODES)}"
     if s.batch_fallback not in BATCH_FALLBACKS:
-        yield f"judge batch_fallback={s.batch_fallback!r} must be one of {', '.join(BATCH_FALLBACKS)}"
+        yield f"judge batch_fallback={shown(s.batch_fallback)} must be one of {', '.join(BATCH_FALLBACKS)}"
     if not 0 < s.batch_poll_seconds <= MAX_BATCH_POLL:
         yield f"judge batch_poll_seconds={s.batch_poll_seconds} must be more than 0 and at most {MAX_BATCH_POLL:.0f}"
     if not 0 < s.batch_max_hours <= MAX_BATCH_HOURS:
@@ -217,13 +218,13 @@ def _problems(s: JudgeSettings):
     if s.thinking_budget is not None and not (s.thinking_budget == -1 or 0 <= s.thinking_budget <= THINKING_BUDGET_MAX):
         yield f"judge thinking_budget={s.thinking_budget} must be -1 (dynamic) or 0..{THINKING_BUDGET_MAX}"
     if s.reasoning_effort is not None and s.reasoning_effort not in REASONING_EFFORTS:
-        yield f"judge reasoning_effort={s.reasoning_effort!r} must be one of {', '.join(REASONING_EFFORTS)}"
+        yield f"judge reasoning_effort={shown(s.reasoning_effort)} must be one of {', '.join(REASONING_EFFORTS)}"
     if s.base_url is not None and urlsplit(s.base_url).scheme not in ("http", "https"):
-        yield f"judge base_url={s.base_url!r} must be an http:// or https:// URL"
+        yield f"judge base_url={shown(s.base_url)} must be an http:// or https:// URL"
     if s.cache_dir is not None and not s.cache_dir.strip():
         yield "judge cache_dir is empty; name a folder or remove the setting"
     if s.cache_network_fs not in NETWORK_FS_POLICIES:
-        yield f"judge cache_network_fs={s.cache_network_fs!r} must be one of {', '.join(NETWORK_FS_POLICIES)}"
+        yield f"judge cache_network_fs={shown(s.cache_network_fs)} must be one of {', '.join(NETWORK_FS_POLICIES)}"
 
 
 def default_cache_dir() -> str:

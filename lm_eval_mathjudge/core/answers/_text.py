@@ -12,11 +12,12 @@ from ..parsing import drop_reasoning
 _BOX_SCAN = 2000  # characters a \boxed{...} may span
 REGION = 240  # characters of a statement's sentence read after its anchor
 
-NUMBER = re.compile(r"(?<![\w.])[-\u2212]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?!\.?\d)|(?<![\w.])\.\d+")
+NUMBER = re.compile(r"(?<![\w./])[-\u2212]?\d+/\d+(?![\d/]|\.\d)|"  # 2/3: one value, not a list
+                    r"(?<![\w.])[-\u2212]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?!\.?\d)|(?<![\w.])\.\d+")
 _LABEL_BEFORE = re.compile(
     r"(?:problem|question|exercise|example|step|case|part|section|chapter|lemma|theorem|figure|table|"
     r"equation|eq\.|no\.|item|page|line|option|#)\s*\(?$", re.I)
-_MATH_SPAN = re.compile(r"\$\$([^$]{1,400})\$\$|\$([^$\n]{1,200})\$|\\\((.{1,200}?)\\\)|\\\[(.{1,400}?)\\\]", re.S)
+_MATH_SPAN = re.compile(r"(?<!\\)\$\$([^$]{1,400})(?<!\\)\$\$|(?<!\\)\$((?:[^$\n]|(?<=\\)\$){1,200})(?<!\\)\$|\\\((.{1,200}?)\\\)|\\\[(.{1,400}?)\\\]", re.S)
 _SENTENCE_END = re.compile(  # "5!" is a factorial; "\boxed{18} She makes..." starts a new sentence
     r"\n|(?:\.|(?<=[A-Za-z])!|\?)(?=[\s\"')\]*_]|$)|(?<=[}$\d])(?=[ \t]+[A-Z][a-z])")
 BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])\s{0,3}(?:\[[^\]\n]{0,20}\])?\s{0,3}(?=\{)|"
@@ -38,8 +39,9 @@ INLINE_ANCHOR = re.compile(  # "the answer (to ...) is", "final answer:"; never 
 # Words and signs that keep a statement from committing to one value.
 HEDGE_SIGNS = re.compile(r"\\(?:pm|mp|approx|sim|simeq|lor|vee)(?![A-Za-z])|\u00b1|\u2213|\u2248|\u223c|"
                          r"plus[ \t]+or[ \t]+minus|\+/-|"
-                         r"\u2228|\\text\s*\{\s*(?:or|and|either|to)\b|\\(?:mathrm|textrm|mbox)\s*\{\s*or\b")
-BOUND_SIGNS = re.compile(r"\\(?:le|ge|leq|geq|lt|gt|neq|ne|leqslant|geqslant)(?![A-Za-z])|[<>\u2264\u2265\u2260]")
+                         r"\u2228|\\text\s*\{\s*(?:or|either|to)\b|\\(?:mathrm|textrm|mbox)\s*\{\s*or\b")
+AND_SIGN = re.compile(r"\\(?:text|mathrm|textrm|mbox)\s*\{\s*and\b")  # a hedge beside ONE value, a list beside several
+BOUND_SIGNS = re.compile(r"\\(?:le|ge|leq|geq|lt|gt|neq|ne|leqslant|geqslant)(?![A-Za-z])|[<>\u2264\u2265\u2260]|!=")
 HEDGE_WORDS = re.compile(
     r"\b(?:or|either|otherwise|unless|alternatively|else|depending|between|maybe|perhaps|probably|possibly|"
     r"roughly|approximately|approx|somewhere|not[ \t]+sure|unsure|uncertain|not[ \t]+certain|i[ \t]+think|"
@@ -60,11 +62,11 @@ REFUSAL = re.compile(
     r"\bi(?:[ \t]+|')(?:cannot|can[ \t]*not|can't|could[ \t]*not|couldn't|am[ \t]+(?:not[ \t]+able|unable)|"
     r"m[ \t]+(?:not[ \t]+able|unable)|won't|will[ \t]+not|refuse|do[ \t]*n[o']t[ \t]+know|don't[ \t]+know)"
     r"(?:[ \t]+to)?(?:[ \t]+(?:solve|answer|help|do|complete|work[ \t]+out|figure[ \t]+out|determine|compute|"
-    r"calculate|find|give|provide)(?:[ \t]+(?:this|that|it|the[ \t]+(?:problem|question|answer)|your|an?[ \t]+"
+    r"calculate|find|give|provide)(?:[ \t]+with)?(?:[ \t]+(?:this|that|it|the[ \t]+(?:problem|question|answer)|your|an?[ \t]+"
     r"answer)\b|[ \t]*(?:[.!,]|$))|\b(?=[ \t]*[.!,]|$))|"
     r"\bi[ \t]+(?:do[ \t]*n[o']t|don't)[ \t]+know\b|\b(?:cannot|can't|could[ \t]+not)[ \t]+be[ \t]+"
     r"(?:solved|answered|determined)\b|\b(?:not[ \t]+enough|insufficient)[ \t]+information\b|"
-    r"\bas[ \t]+an[ \t]+ai\b|\bi(?:'m|[ \t]+am)[ \t]+sorry\b|\bi[ \t]+apologi[sz]e\b|"
+    r"\bas[ \t]+an[ \t]+ai\b|"
     r"\bunable[ \t]+to[ \t]+(?:solve|answer)\b|\bno[ \t]+(?:idea|clue)\b|\bi[ \t]+give[ \t]+up\b|\bunsolvable\b|"
     r"\b(?:impossible|no[ \t]+way)[ \t]+to[ \t]+(?:say|tell|know|determine)\b|\brefus(?:e|ing|al)\b", re.I | re.M)
 
@@ -83,7 +85,7 @@ def clean(text: str) -> str:
     no invisible characters, no drawings."""
     text = CALCULATOR.sub("", drop_reasoning(text or ""))
     text = _INVISIBLE.sub("", _MARKUP.sub(" ", text))
-    text = text.replace("\r\n", "\n").replace("\u00a0", " ").replace("\u2212", "-").replace("\u2019", "'")
+    text = text.replace("\r\n", "\n").replace('\\"', '"').replace("\u00a0", " ").replace("\u2212", "-").replace("\u2019", "'")
     if "asy" not in text:
         return text
     pieces, at = [], 0
@@ -176,12 +178,38 @@ def _numbers(text: str) -> list[tuple[str, int, int]]:
 
 WORDY = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")  # a word of two letters or more, outside a command
 COMMAND = re.compile(r"\\[A-Za-z]+")
-UNIT_TEXT = re.compile(r"\\(?:text|mathrm|textrm|textbf|mathbf|mbox|operatorname)\s*\{([^{}]{0,80})\}")
+UNIT_TEXT = re.compile(r"\\(?:text|textnormal|textup|textit|textsf|mathrm|textrm|textbf|mathbf|mbox|operatorname)"
+                       r"\s*\{([^{}]{0,80})\}")
 
 
 def _is_math(inner: str) -> bool:
     """A $...$ span holds mathematics, not two dollar amounts ("$18 a day and $")."""
     return WORDY.search(UNIT_TEXT.sub("", inner)) is None or "\\" in inner
+
+
+_EQUALS = re.compile(r"(?<![<>!=\\:])=(?!=)")
+_NAME = re.compile(r"\s*(?:[A-Za-z](?:_\{?\w{1,8}\}?)?(?:\s*\([^()=]{0,20}\))?|\|[A-Z]{1,4}\||\\angle\s*[A-Z]{1,3})\s*")
+
+
+def _result(inner: str) -> str:
+    """The value a math span states: the result of a computation or of an assignment ("9 \\cdot 2 = 18",
+    "x = 5 + 1 = 6": the last side); an equation or a relation is stated whole ("5x - 7y + 4 = 0")."""
+    sides = _EQUALS.split(inner)
+    if len(sides) == 1:
+        return inner.strip()
+    before = "".join(sides[:-1])
+    if _NAME.fullmatch(sides[0]) or not re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", before)):
+        return sides[-1].strip()
+    return inner.strip()
+
+
+def span_value(region: str) -> tuple[str, int] | None:
+    """When ``region`` opens with a math span (``$2p+2=256$``): the value it states and where it ends."""
+    start = len(region) - len(region.lstrip(" \t*_:\"'"))
+    match = _MATH_SPAN.match(region, start)
+    if match is None:
+        return None
+    return _result(next(g for g in match.groups() if g is not None)), match.end()
 
 
 def sentence_values(sentence: str, positions: bool = False, words: bool = False) -> list:
@@ -196,7 +224,7 @@ def sentence_values(sentence: str, positions: bool = False, words: bool = False)
             continue
         spans.append((match.start(), match.end()))
         if any(c.isdigit() for c in inner) or "\\" in inner:
-            found.append((inner.rsplit("=", 1)[-1].strip(), match.start(), match.end()))
+            found.append((_result(inner), match.start(), match.end()))
     starts = [a for a, _ in spans]
     for number, start, end in (_numbers(sentence) + word_numbers(sentence) if words else _numbers(sentence)):
         inside = bisect.bisect_right(starts, start) - 1  # the spans do not overlap: one lookup
@@ -210,7 +238,7 @@ CONCLUSION = re.compile(r"\b(?:in[ \t]+the[ \t]+end|in[ \t]+conclusion|to[ \t]+c
                         r"to[ \t]+summari[sz]e|all[ \t]+in[ \t]+all|ultimately|final[ \t]+result)\b", re.I)
 _CONDITION = re.compile(r"\b(?:when|whenever|where|wherein|if|iff|such[ \t]+that|achieved|attained|occurs?|"
                         r"holds?|equality|minimi[sz]ed|maximi[sz]ed)\b", re.I)
-_CLAUSE_BREAK = re.compile(r"[,;]|\bthen\b", re.I)
+_CLAUSE_BREAK = re.compile(r"[,;:]|\bthen\b", re.I)
 
 
 def conditioned(sentence: str, at: int) -> bool:

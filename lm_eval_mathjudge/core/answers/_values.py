@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ._text import BOUND_SIGNS, COMMAND, HEDGE_SIGNS, UNIT_TEXT, WORDY, short
+from ._text import AND_SIGN, BOUND_SIGNS, COMMAND, HEDGE_SIGNS, UNIT_TEXT, WORDY, short
 
 _RUN = re.compile(
     r"\\(?:text|mathrm|textrm|textbf|mbox|operatorname)\s*\{[^{}]{0,80}\}|\\[A-Za-z]+\*?|\\[{}$%,;!: |]|[{}]|"
@@ -70,9 +70,14 @@ def _balanced_end(region: str, start: int, end: int) -> int:
 
 
 _SPACING = re.compile(r"(?<!\\)\\[,;:! ]|\\quad|\\qquad|\\left(?![a-z])|\\right(?![a-z])|\\displaystyle|"
-                      r"(?<=\\)[dt](?=frac)|\{,\}|\\\$|\$|\\%|%|\^\s*\{?\\circ\}?|\u00b0|\\degree|(?<!\\)\\[][()]")
+                      r"(?<=\\)[dtc](?=frac)|\s*\{\s*,\s*\}\s*|\\\$|\$|\\%|%|\^\s*\{?\\circ\}?|\u00b0|\\degree|(?<!\\)\\[][()]")
 _COMPUTED = re.compile(r"[-+*/^!]|\\(?:cdot|times|div|frac|sqrt|binom)(?![A-Za-z])|\u00b7|\u00d7")
-_PARENTHESISED = re.compile(r"\(\s*(-?[\d.]+)\s*\)")
+_PARENTHESISED = re.compile(r"\(\s*([^()]+?)\s*\)")
+_PERCENT_WORD = re.compile(r"\s*(?:\\text\s*\{\s*)?(?:percent(?:age)?|pct)\s*\}?\s*$", re.I)
+_SCIENTIFIC = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|\u00d7)\s*10\s*\^\s*\{?\s*(-?\d{1,3})\s*\}?")
+_SPACED_NUMBER = re.compile(r"-?\d{1,3}(?:(?:[ ~\u00a0\u202f]|\\[,;: !])+\d{3})+(?:\.\d+)?")
+_SIGN_GAP = re.compile(r"\s*([-/])\s*")
+_LETTER = re.compile(r"[A-Za-z]")
 _THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:,\d{3})+)(?![\d,])")
 _ASSIGNED = re.compile(r"^[A-Za-z](?:_\{?\w{1,8}\}?)?\s*(?:=(?!=)|\\in(?![A-Za-z]))\s*")  # "x = 18", "x \in (2, 5)"
 _PLAIN = re.compile(r"-?(?:\d+(?:\.\d+)?|\.\d+)")
@@ -88,15 +93,18 @@ def normalise(value: str, numeric: bool) -> str:
     separators, a leading ``x =``; a numeric gold's candidate also loses unit text
     (``18 \\text{ dollars}``) and a computation before its result (``2 \\times 9 = 18``)."""
     text = _THOUSANDS_SPACED.sub(",", value)
+    if numeric and _SPACED_NUMBER.fullmatch(text.strip()):  # 1 000, 1\,000, 1~000
+        text = re.sub(r"[^\d.-]", "", text)
     text = _FRAC_DIGITS.sub(lambda m: f"\\frac{{{m.group(1) or m.group(2)}}}{{{m.group(3) or m.group(4)}}}",
                             _SPACING.sub("", text))
     text = _THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), text)
     text = _INNER_BOX.sub(r"\1", _ASSIGNED.sub("", text.strip()).strip())  # "x = 18", a box in the box
     if numeric:
-        text = UNIT_TEXT.sub(lambda m: m.group(1) if any(c.isdigit() for c in m.group(1)) else "", text)
-        if "=" in text:  # a computation and its result: "8 \cdot 6 \cdot 2 = 96" (not "20 = 18")
+        text = _PERCENT_WORD.sub("", UNIT_TEXT.sub(lambda m: m.group(1) if any(c.isdigit() for c in m.group(1))
+                                                   else "", text))
+        if "=" in text:  # a computation of numbers and its result: "8 \cdot 6 \cdot 2 = 96" (not "20 = 18", "a+b = 0")
             done, _, result = text.rpartition("=")
-            if _COMPUTED.search(done):
+            if _COMPUTED.search(done) and not _LETTER.search(COMMAND.sub("", done)):
                 text = result
         bracketed = _PARENTHESISED.fullmatch(text.strip())  # "(113)"
         text = bracketed.group(1) if bracketed else text
@@ -105,7 +113,11 @@ def normalise(value: str, numeric: bool) -> str:
 
 def as_number(value: str) -> Fraction | None:
     """The value as an exact number when it is a plain number or a fraction of two integers."""
-    text = value.replace(" ", "")
+    text = _SIGN_GAP.sub(r"\1", value).strip()
+    if scientific := _SCIENTIFIC.fullmatch(text):  # 5.75 \times 10^{4}
+        return Fraction(scientific.group(1)) * Fraction(10) ** int(scientific.group(2))
+    if " " in text:  # "6 8" is two numbers, not 68
+        return None
     if _PLAIN.fullmatch(text):
         return Fraction(text)
     mixed = _MIXED.fullmatch(text)
@@ -134,9 +146,10 @@ class Shape:
     @classmethod
     def of(cls, gold: str) -> "Shape":
         core = normalise(gold, numeric=True)
-        numeric = as_number(core) is not None
+        several = "," in core or ";" in core or AND_SIGN.search(gold) is not None or _AND.search(gold) is not None
+        numeric = not several and as_number(core) is not None
         text = COMMAND.sub(" ", UNIT_TEXT.sub(r" \1 ", gold))
-        return cls(numeric=numeric, commas="," in core or ";" in core,
+        return cls(numeric=numeric, commas=several,
                    hedges=HEDGE_SIGNS.search(gold) is not None, bounds=BOUND_SIGNS.search(gold) is not None,
                    words=not numeric and WORDY.search(text) is not None)
 
@@ -153,14 +166,30 @@ def _top_level(value: str, chars: str) -> bool:
     return False
 
 
+_AND = re.compile(r"(?<![\\A-Za-z])and(?![A-Za-z])")
 _RANGE = re.compile(r"\d[ \t]*[\u2013\u2014][ \t]*-?\d")
+
+
+_APPROX = re.compile(r"\\approx(?![A-Za-z])|\u2248")
+_NAME_ONLY = re.compile(r"\s*(?:[A-Za-z](?:_\{?\w{1,8}\}?)?\s*=?)?\s*")
+
+
+def exact_part(value: str) -> str:
+    """An exact value followed by its decimal approximation (``3\\sqrt{13} \\approx 10.8``,
+    ``x = \\frac13 \\approx 0.33``) states the exact value (the approximation offers no second answer:
+    it is compared with nothing); an approximation alone (``\\approx 11``, ``x \\approx 11``) stays a hedge."""
+    found = _APPROX.search(value)
+    if found is None or _NAME_ONLY.fullmatch(value[:found.start()]) or _top_level(value, ",;"):
+        return value
+    exact = value[:found.start()].strip()
+    return value if _APPROX.search(value, found.end()) else exact
 
 
 def value_problem(value: str, shape: Shape) -> str | None:
     """Why a stated value is not one answer of the gold's shape, or None."""
     if not value.strip():
         return "an empty answer"
-    if not shape.hedges and (hedge := HEDGE_SIGNS.search(value)):
+    if not shape.hedges and (hedge := HEDGE_SIGNS.search(value) or (None if shape.commas else AND_SIGN.search(value))):
         return f"a hedged answer ({hedge.group().strip()} in {short(value)!r})"
     if not shape.bounds and BOUND_SIGNS.search(value):
         return f"a bound, not a value ({short(value)!r})"
