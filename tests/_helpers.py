@@ -131,6 +131,24 @@ GEMINI_SDK_ENV = ("GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_U
                   "https_proxy", "all_proxy")
 
 
+# Runs a command and writes its peak RSS (KiB) to a file. The peak must come from a small process: a
+# child's ru_maxrss starts at its parent's high-water mark (Linux keeps it across the vfork and exec that
+# start it), so measured from a big pytest worker it reads the worker's size; this wrapper's own children
+# start from the wrapper's few MiB. Usage: python -c PEAK_RSS_WRAPPER REPORT_FILE COMMAND...
+PEAK_RSS_WRAPPER = ("import resource, subprocess, sys\n"
+                    "code = subprocess.call(sys.argv[2:])\n"
+                    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+                    "sys.exit(code)\n")
+
+
+def generator_settings(tmp_path, model: str, **overrides):
+    """A generator's shared settings for wire tests: media under tmp_path, short polls, no waiting."""
+    from lm_eval_mathjudge.generators.settings import GeneratorSettings
+
+    return GeneratorSettings(**{"model": model, "media_dir": str(tmp_path / "media"), "timeout": 10.0,
+                                "poll_interval": 0.0, "poll_timeout": 30.0, **overrides})
+
+
 def isolate_gemini_sdk(monkeypatch, key: str) -> None:
     """google-genai talks to the loopback server with ``key`` only; retries and File API polls are fast."""
     import functools
