@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from lm_eval_mathjudge.judging.client import UNRESPONSIVE_CALLS
 from tests._helpers import PEAK_RSS_WRAPPER
 from tests.conftest import read_jsonl, write_data_slice
 from tests.e2e import CANARY_KEY, LM_EVAL, Run, run_env
@@ -27,6 +28,7 @@ from tests.loopback import ChatCompletionsServer
 from tests.loopback import wire_faults as faults
 
 N = 4
+assert N > UNRESPONSIVE_CALLS
 TASK = "gsm8k_gpt4em"
 MiB = 1 << 20
 PEAK_RSS_MIB = 600
@@ -109,15 +111,18 @@ def test_a_flooding_judge_ends_in_counted_failures_within_memory_and_disk(tmp_pa
     assert size < MAX_FILE_BYTES, (size, path)
 
 
-def test_a_dripping_judge_ends_the_run_after_each_samples_attempts(tmp_path):
+def test_a_dripping_judge_ends_the_run_after_a_few_calls_attempts(tmp_path):
     drip = faults.drip({"choices": []}, 1.0)  # one byte a second: never a whole reply within the deadline
     with ChatCompletionsServer(lambda body: {"wire": drip}) as judge:
-        measured = lm_eval_measured(tmp_path, judge, judge_timeout=2, judge_max_retries=1)
+        # one call at a time, so the count is exact: UNRESPONSIVE_CALLS calls time out on both attempts,
+        # then the endpoint counts as stopped and the last sample is not sent at all
+        measured = lm_eval_measured(tmp_path, judge, judge_timeout=2, judge_max_retries=1, judge_concurrency=1)
         calls = _chat_calls(judge)
     run = measured.run
     assert run.returncode == 8, run.stderr[-3000:]
-    assert f"{N} of {N} samples got no verdict" in run.stderr and "timed out after 2s" in run.stderr
-    assert calls == 2 * N  # every sample: its attempt and one retry, each ended by its deadline
+    assert f"{N} of {N} samples got no verdict (timeout: {N})" in run.stderr
+    assert "stopped answering" in run.stderr
+    assert calls == 2 * UNRESPONSIVE_CALLS < 2 * N  # each ended by its deadline; the rest never sent
     assert not list((tmp_path / "out").rglob("results_*.json"))
 
 
