@@ -40,7 +40,7 @@ def test_repeats_4_reports_avg_pass_and_maj_over_problems(tmp_path, how):
     from tests.e2e import CANARY_KEY, exact_match_judge, run_lm_eval
     from tests.loopback import ChatCompletionsServer
 
-    if how == "cli" and not compat.is_05():
+    if how == "cli" and not compat.has_scorers():
         pytest.skip("--repeats is a flag of lm-eval 0.5's CLI only")
     root = write_data_slice(tmp_path / "data", 3)
     docs = read_jsonl(root / "gsm8k" / "test.jsonl")

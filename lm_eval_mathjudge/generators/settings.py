@@ -20,8 +20,8 @@ from ..settings import credentials
 from ..settings.layers import to_bool
 from ..settings.schema import default_cache_dir
 
-# lm-eval passes the first three to every model; name= is the model name the results record (_startup).
-IGNORED_ARGS = ("batch_size", "max_batch_size", "device", "name")
+# lm-eval passes these to every model.
+IGNORED_ARGS = ("batch_size", "max_batch_size", "device")
 MAX_RETRIES_LIMIT = 20
 # One reply's bytes (raw and decoded): images and videos come as base64 in JSON or as downloads. The default
 # holds 10 large images or 4 videos in one reply; far more is no generator's.
@@ -68,6 +68,7 @@ SETTING_TYPES: dict[str, Callable[[Any], Any]] = {
 def split_model_args(adapter: str, options: Mapping[str, Callable[[Any], Any]],
                      model_args: Mapping[str, Any]) -> tuple[GeneratorSettings, dict[str, Any]]:
     """(shared settings, the vendor options given), every value parsed; unknown names refused."""
+    refuse_name_arg(adapter, model_args)
     common: dict[str, Any] = {}
     vendor: dict[str, Any] = {}
     for name, value in model_args.items():
@@ -85,6 +86,13 @@ def split_model_args(adapter: str, options: Mapping[str, Callable[[Any], Any]],
     if "model" not in common:
         raise ConfigError(f"--model {adapter} needs --model_args model=NAME")
     return GeneratorSettings(**common), vendor
+
+
+def refuse_name_arg(adapter: str, model_args: Mapping[str, Any]) -> None:
+    """``name=`` named our models in earlier releases; lm-eval records a model's name from ``model=``."""
+    if "name" in model_args:
+        raise ConfigError(f"--model {adapter}: --model_args name= is no longer read; lm-eval records the model's "
+                          "name from model=, so give --model_args model=NAME instead")
 
 
 def _unknown(adapter: str, name: str, known: list[str]) -> ConfigError:
