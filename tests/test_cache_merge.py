@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from lm_eval_mathjudge.core import data_sets
 from lm_eval_mathjudge.judging.cache import FILE_NAME, ReplyCache, request_key
 from lm_eval_mathjudge.core.types import Reply
 from tests._helpers import CACHE_SHAPES, older_version_stores, write_cache_file
@@ -35,7 +36,7 @@ def _generations(data_dir: Path, path: Path) -> None:
         for ds in DATASETS:
             for i, row in enumerate(read_jsonl(data_dir / ds / "test.jsonl")):
                 answer = WRONG if i % 3 == 0 else "42"
-                fh.write(json.dumps({"question": row.get("question") or row["problem"],
+                fh.write(json.dumps({"question": row[data_sets.get(ds).question],
                                      "response": f"So the result is {answer}.\n\\boxed{{{answer}}}"}) + "\n")
 
 
