@@ -56,29 +56,25 @@ def rewrite(solution: str, form: str) -> str:
     return FORMS[form].format(work=work, final=final.strip()) if work else solution
 
 
-REFERENCE_SETS = {"gsm8k": ("question", "answer"), "math500": ("problem", "solution"),
-                  "omnimath": ("problem", "solution"), "aime24": ("problem", "solution")}
-
-
 def references(data_dir: Path) -> list[tuple[str, str, str, str, bool]]:
-    """(set / form, gold, solution, question, True) for every reference solution found."""
-    from lm_eval_mathjudge.core import docs as data
+    """(set / form, gold, solution, question, True) for every reference solution found (the data sets
+    with worked solutions, each solution as the data set gives it)."""
+    from lm_eval_mathjudge.core import data_sets
 
     items = []
-    for name, (question_key, solution_key) in REFERENCE_SETS.items():
-        path = data_dir / name / "test.jsonl"
+    for entry in (e for e in data_sets.BUILT_IN if e.has_solution):
+        name, path = entry.name, data_dir / entry.local_name / "test.jsonl"
         if not path.is_file():
             continue
         for line in path.read_text(encoding="utf-8").splitlines():
             if not line.strip():
                 continue
             row = json.loads(line)
-            gold = data.gsm8k_answer(row["answer"]) if name == "gsm8k" else str(int(row["answer"])) if \
-                name == "aime24" else str(row["answer"]).strip()
-            solution = row[solution_key]
+            question, _, gold = entry.fields(row)
+            solution = row[entry.solution]
             for form, text in (("as written", solution),
                                ("final line added", f"{solution}\n\nTherefore, the final answer is $\\boxed{{{gold}}}$.")):
-                items.append((f"{name} / {form}", gold, text, row[question_key], True))
+                items.append((f"{name} / {form}", gold, text, question, True))
     return items
 
 
