@@ -281,7 +281,8 @@ def install_distribution(site, name: str, modules: dict[str, str], entry_points:
     info.mkdir(parents=True, exist_ok=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("".join(
-        f"[{group}]\n" + "".join(f"{key} = {value}\n" for key, value in points.items()) for group, points in entry_points.items()))
+        f"[{group}]\n" + "".join(f"{key} = {value}\n" for key, value in points.items())
+        for group, points in entry_points.items()))
     for module, source in modules.items():
         (site / f"{module}.py").write_text(source)
 
@@ -300,8 +301,9 @@ AIME_1983_2024 = DataSet(
 
 def install_aime_history(site, tasks_dir) -> None:
     """The AIME 1983-2024 entry as a plugin distribution in ``site`` (its task YAMLs in ``tasks_dir``)."""
-    install_distribution(site, "mathjudge-aime-history", {"mathjudge_aime_history": AIME_HISTORY.format(
-        tasks_dir=str(tasks_dir))}, {"lm_eval_mathjudge.datasets": {"aime_1983_2024": "mathjudge_aime_history:AIME_1983_2024"}})
+    module = AIME_HISTORY.format(tasks_dir=str(tasks_dir))
+    install_distribution(site, "mathjudge-aime-history", {"mathjudge_aime_history": module},
+                         {"lm_eval_mathjudge.datasets": {"aime_1983_2024": "mathjudge_aime_history:AIME_1983_2024"}})
 
 
 def write_plugin_tasks(folder, name: str, judges_dir) -> None:
@@ -312,5 +314,6 @@ def write_plugin_tasks(folder, name: str, judges_dir) -> None:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for family in ("gpt4em", "vlmjudge"):
+        base = Path(judges_dir) / f"_judge_{family}.yaml"
         (folder / f"{name}_{family}.yaml").write_text(
-            f"include: {Path(judges_dir) / f'_judge_{family}.yaml'}\ntask: {name}_{family}\nmathjudge_dataset: {name}\n")
+            f"include: {base}\ntask: {name}_{family}\nmathjudge_dataset: {name}\n")

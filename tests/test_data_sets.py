@@ -90,7 +90,8 @@ def test_every_row_becomes_a_doc_with_the_three_fields(entry):
 @pytest.mark.parametrize("entry, row, expected", [
     pytest.param(data_sets.get("gsm8k"), {"question": "Q?", "answer": "3 + 4 = <<3+4=7>>7 apples\n#### 1,007"},
                  ("Q?", "3 + 4 = 7 apples\nFinal answer: 1007", "1007"), id="gsm8k"),
-    pytest.param(data_sets.get("aime24"), {"problem": "P", "solution": "S", "answer": " 025 "}, ("P", "S", "25"), id="aime24"),
+    pytest.param(data_sets.get("aime24"), {"problem": "P", "solution": "S", "answer": " 025 "}, ("P", "S", "25"),
+                 id="aime24"),
     pytest.param(data_sets.get("aime25"), {"problem": "P", "answer": 70},
                  ("P", f"The final answer is 70. {NO_SOLUTION}", "70"), id="aime25-int"),
     pytest.param(data_sets.get("math500"), {"problem": "P", "solution": "S", "answer": r" \frac{1}{2} "},
@@ -206,8 +207,8 @@ def test_a_plugin_may_register_several_data_sets(site):
     ("raise RuntimeError('no network here')\n", "mj_bad:X",
      "entry point bad (mj_bad:X) could not be loaded (RuntimeError: no network here); fix or uninstall"),
     ("X = {'name': 'hmmt'}\n", "mj_bad:X", "gives a dict, not a lm_eval_mathjudge.core.data_sets.DataSet"),
-    ("from dataclasses import replace\nfrom lm_eval_mathjudge.core.data_sets import get\nX = replace(get('gsm8k'), rows=7)\n",
-     "mj_bad:X", "registers 'gsm8k', which is already a data set"),
+    ("from dataclasses import replace\nfrom lm_eval_mathjudge.core.data_sets import get\n"
+     "X = replace(get('gsm8k'), rows=7)\n", "mj_bad:X", "registers 'gsm8k', which is already a data set"),
     ("from lm_eval_mathjudge.core.data_sets import DataSet\nX = DataSet(name='hmmt', title='H', hub_id='h', "
      "split='test', rows=-1, question='q', answer='a', solution=None, max_gen_toks=10)\n", "mj_bad:X",
      "data set entry 'hmmt': rows must be a positive whole number"),

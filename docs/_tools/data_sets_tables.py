@@ -31,8 +31,8 @@ def _judge_sees(entry: DataSet) -> str:
 
 
 def tasks_table() -> str:
-    rows = ["| data set | hub id, config, split (rows) | GPT4-EM task | VLM-judge task | ground truth given to the judge "
-            "| `max_gen_toks` |", "|---|---|---|---|---|---:|"]
+    rows = ["| data set | hub id, config, split (rows) | GPT4-EM task | VLM-judge task "
+            "| ground truth given to the judge | `max_gen_toks` |", "|---|---|---|---|---|---:|"]
     rows += [f"| {e.title} | {_hub(e)} | " + " | ".join(f"`{e.name}_{f}`" for f in FAMILIES)
              + f" | {_judge_sees(e)} | {e.max_gen_toks:,} |" for e in BUILT_IN]
     return "\n".join(rows)

@@ -177,16 +177,19 @@ def get(name: str) -> DataSet:
                       f"group {ENTRY_POINTS} of an installed package")
 
 
-def holding(task: str) -> tuple[DataSet, ...]:
-    """The data sets whose docs an lm-eval task named ``task`` may hold: those with its longest
-    matching ``builtin_tasks`` prefix (``aime24_x``: AIME 2024 only; ``aime``: every AIME set)."""
-    matches = [(len(prefix), entry) for entry in every() for prefix in entry.builtin_tasks if task.startswith(prefix)]
+def holding(task: str, entries: tuple[DataSet, ...] | None = None) -> tuple[DataSet, ...]:
+    """The data sets (of ``entries``, default ``every()``) whose docs an lm-eval task named ``task`` may
+    hold: those with its longest matching ``builtin_tasks`` prefix (``aime24_x``: AIME 2024 only;
+    ``aime``: every AIME set)."""
+    entries = every() if entries is None else entries
+    matches = [(len(prefix), entry) for entry in entries for prefix in entry.builtin_tasks if task.startswith(prefix)]
     longest = max((n for n, _ in matches), default=0)
     return tuple(dict.fromkeys(entry for n, entry in matches if n == longest)) if longest else ()
 
 
-def builtin_prefixes() -> tuple[str, ...]:
-    return tuple(dict.fromkeys(prefix for entry in every() for prefix in entry.builtin_tasks))
+def builtin_prefixes(entries: tuple[DataSet, ...] | None = None) -> tuple[str, ...]:
+    entries = every() if entries is None else entries
+    return tuple(dict.fromkeys(prefix for entry in entries for prefix in entry.builtin_tasks))
 
 
 def task_folders() -> tuple[str, ...]:

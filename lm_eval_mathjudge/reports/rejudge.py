@@ -86,14 +86,15 @@ def task_paths() -> list[str]:
 
 def datasets_of(task: str) -> tuple[str, ...]:
     """The data sets whose docs the samples of ``task`` (ours or one of lm-eval's) may hold."""
-    known = data_sets.names()
+    entries = data_sets.every()  # one look at the installed plugins
+    known = [entry.name for entry in entries]
     for name in known:
         if any(task == f"{name}_{family}" for family in FAMILIES):
             return (name,)
-    held = data_sets.holding(task)
+    held = data_sets.holding(task, entries)
     if held:
         return tuple(entry.name for entry in held)
-    builtin = ", ".join(f"{prefix}*" for prefix in data_sets.builtin_prefixes())
+    builtin = ", ".join(f"{prefix}*" for prefix in data_sets.builtin_prefixes(entries))
     raise ReportError(f"task {task!r}: no data set of this plugin matches it (known: {', '.join(known)}, and "
                       f"lm-eval's {builtin} tasks)")
 
