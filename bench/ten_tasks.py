@@ -73,7 +73,7 @@ def generations(data_dir: Path, limit: int, path: Path) -> dict[str, str]:
     questions = {}
     with open(path, "w", encoding="utf-8") as fh:
         for ds in DATASETS:
-            for i, row in enumerate(read_jsonl(data_dir / ds / "test.jsonl")):
+            for i, row in enumerate(read_jsonl(data_dir / data_sets.get(ds).local_name / "test.jsonl")):
                 if i >= limit:
                     break
                 question = row[data_sets.get(ds).question]

@@ -58,7 +58,7 @@ def install_encodings(folder: Path, cache: Path) -> None:
 def docs(data_dir: Path, name: str) -> list[dict]:
     import datasets
 
-    with open(data_dir / name / "test.jsonl", encoding="utf-8") as fh:
+    with open(data_dir / data_sets.get(name).local_name / "test.jsonl", encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
     return list(data_sets.get(name).process_docs(datasets.Dataset.from_list(rows)))
 
@@ -87,7 +87,7 @@ def main() -> None:
                      for n in encodings))
     medians: dict[str, float] = {}
     for name in (entry.name for entry in data_sets.BUILT_IN):
-        if not (args.data / name / "test.jsonl").exists():
+        if not (args.data / data_sets.get(name).local_name / "test.jsonl").exists():
             continue
         rows = docs(args.data, name)
         outs = responses(args.data, name, rows)

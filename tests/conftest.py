@@ -44,6 +44,11 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def data_rows(data_dir: Path, name: str) -> list[dict]:
+    """The rows of the data set ``name`` in a MATHJUDGE_DATA_DIR (its entry says which folder)."""
+    return read_jsonl(data_dir / data_sets.get(name).local_name / "test.jsonl")
+
+
 def write_data_slice(root: Path, n: int) -> Path:
     """A MATHJUDGE_DATA_DIR at root holding the first n rows of every data set."""
     for name in (entry.local_name for entry in data_sets.BUILT_IN):

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.conftest import DATASETS, read_jsonl, write_data_slice
+from tests.conftest import DATASETS, data_rows, read_jsonl, write_data_slice
 from tests.e2e import CANARY_KEY, boxed, question_of, run_lm_eval
 from tests.loopback import ChatCompletionsServer, GeminiServer
 
@@ -27,7 +27,7 @@ def _gold_answers(data_dir) -> dict[str, str]:
 
     gold = {}
     for name in DATASETS:
-        for row in read_jsonl(data_dir / name / "test.jsonl"):
+        for row in data_rows(data_dir, name):
             question, _, answer = data_sets.get(name).fields(row)
             gold[question] = answer
     return gold

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from lm_eval_mathjudge.core import flags
-from tests.conftest import DATASETS, SHARED_DATA, read_jsonl
+from tests.conftest import DATASETS, SHARED_DATA, data_rows, read_jsonl
 
 WORK = "Janet has 16 - 3 - 4 = 9 eggs left and sells them for $2 each: 9 * 2 = 18.\n"
 
@@ -96,7 +96,7 @@ def _real_solutions():
 
     for name in DATASETS:
         entry = data_sets.get(name)
-        for row in read_jsonl(SHARED_DATA / name / "test.jsonl"):
+        for row in data_rows(SHARED_DATA, name):
             yield f"{name}:{row.get('id', '')}", str(row[entry.solution or entry.answer])
     for row in read_jsonl(SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"):
         yield f"gpt3:{row['doc_id']}", row["response"]

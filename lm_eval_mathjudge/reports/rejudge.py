@@ -120,7 +120,7 @@ def plan(sources: list[Source], docs: dict[str, list[dict]], chosen: list[str] |
         targets = targets_for(source.task, chosen)
         for sample in source.samples:
             hit = next(((t, index[t][_norm(sample.question)]) for t in targets
-                        if sample.question and _norm(sample.question) in index[t]), None)
+                        if sample.question and _norm(sample.question) in index.get(t, {})), None)
             if hit is None or sample.response is None:
                 result.skipped[source.task] = result.skipped.get(source.task, 0) + 1
                 continue
