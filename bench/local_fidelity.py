@@ -51,8 +51,6 @@ FORMS = {
     "hashes": "{work}\n#### {final}",
     "minerva": "{work}\nFinal Answer: The final answer is ${final}$. I hope it is correct.",
 }
-REFERENCE_SETS = {"gsm8k": ("question", "answer"), "math500": ("problem", "solution"),
-                  "omnimath": ("problem", "solution"), "aime24": ("problem", "solution")}
 Item = tuple[str, str, str, str, bool]  # (set, gold, response, question, label: right or not)
 
 
@@ -65,13 +63,12 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def gsm8k_gold(solution: str) -> str:
-    return solution.rsplit("####", 1)[-1].strip().replace(",", "")
-
-
 def shipped_gsm8k() -> list[Item]:
     data = REPO / "examples" / "data"
-    golds = [gsm8k_gold(r["answer"]) for r in read_jsonl(data / "gsm8k" / "test.jsonl")]
+    from lm_eval_mathjudge.core import data_sets
+
+    gsm8k = data_sets.get("gsm8k")
+    golds = [gsm8k.fields(r)[2] for r in read_jsonl(data / "gsm8k" / "test.jsonl")]
     return [("gsm8k-100", golds[r["doc_id"]], r["response"], r["question"], bool(r["is_correct"]))
             for r in read_jsonl(data / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl")]
 
@@ -104,16 +101,19 @@ def solutions(path: Path, forms: bool) -> list[Item]:
 
 
 def references(data_dir: Path) -> list[Item]:
+    """Every reference solution of the data sets that have one (the registry), as written and with a
+    final line added."""
+    from lm_eval_mathjudge.core import data_sets
+
     items = []
-    for name, (question_key, solution_key) in REFERENCE_SETS.items():
-        path = data_dir / name / "test.jsonl"
+    for entry in (e for e in data_sets.BUILT_IN if e.has_solution):
+        path = data_dir / entry.local_name / "test.jsonl"
         for row in read_jsonl(path) if path.is_file() else []:
-            gold = gsm8k_gold(row["answer"]) if name == "gsm8k" else str(int(row["answer"])) if \
-                name == "aime24" else str(row["answer"]).strip()
-            solution = row[solution_key]
-            items.append((f"{name} references / as written", gold, solution, row[question_key], True))
-            items.append((f"{name} references / final line added", gold,
-                          f"{solution}\n\nTherefore, the final answer is $\\boxed{{{gold}}}$.", row[question_key], True))
+            question, _, gold = entry.fields(row)
+            solution = row[entry.solution]
+            items.append((f"{entry.name} references / as written", gold, solution, question, True))
+            items.append((f"{entry.name} references / final line added", gold,
+                          f"{solution}\n\nTherefore, the final answer is $\\boxed{{{gold}}}$.", question, True))
     return items
 
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from lm_eval_mathjudge.core import docs as data
+from lm_eval_mathjudge.core.data_sets import gsm8k_answer
 from tests.conftest import read_jsonl, write_data_slice
 
 TASK = "gsm8k_gpt4em"
@@ -19,7 +19,7 @@ def _replay(tmp_path, docs):
     doc 1: g 7 7.0 g       (7 and 7.0 are one answer: a tie)   avg 1/2,  pass@2 5/6, maj 1/2 (tied)
     doc 2: w w' g v        (w and w' state the same value)      avg 1/4,  pass@2 1/2, maj 0
     """
-    golds = [data.gsm8k_answer(d["answer"]) for d in docs]
+    golds = [gsm8k_answer(d["answer"]) for d in docs]
     rows = [
         {"question": docs[0]["question"], "responses": [f"So \\boxed{{{golds[0]}}}"] * 4},
         {"question": docs[1]["question"], "responses": [f"Thus \\boxed{{{golds[1]}}}", "So \\boxed{7}",
