@@ -14,9 +14,11 @@ local judge's worker gives math-verify's (``backends.local_math``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
+from ._context import EXAMPLE
 from ._read import MAX_DISTINCT, Reading, Statement, gold_answer
 from ._text import short
 from ._values import Shape, as_number, normalise
@@ -43,6 +45,7 @@ def decide(reading: Reading, gold: str, compare: Compare) -> Decision:
     if reading.problem:
         outcome = INCORRECT if reading.several else UNDECIDED
         return Decision(outcome, None, reading.problem[0].upper() + reading.problem[1:] + ".")
+    reading = _without_examples(reading)
     if not reading.statements:
         return Decision(UNDECIDED, None, "The response gives no final answer the rule can read.")
     flagged = next((s for s in reading.statements if s.problem), None)
@@ -67,6 +70,15 @@ def decide(reading: Reading, gold: str, compare: Compare) -> Decision:
             return Decision(UNDECIDED, None, f"After its final answer {short(answer)} the response states "
                                                f"{short(other)}; the rule cannot tell which one it commits to.")
     return _against_gold(answer, gold, shape, compare, marked)
+
+
+def _without_examples(reading: Reading) -> Reading:
+    """Values shown as examples ("Format example: \\boxed{18}") are no final answers: set aside when the
+    response commits to another one elsewhere, else they leave it undecided."""
+    kept = tuple(s for s in reading.statements if not (s.problem or "").startswith(EXAMPLE))
+    if len(kept) == len(reading.statements) or not any(s.kind in COMMITTED for s in kept):
+        return reading
+    return dataclasses.replace(reading, statements=kept)
 
 
 def _values(statement: Statement, shape: Shape) -> tuple[str, ...]:

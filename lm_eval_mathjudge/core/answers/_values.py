@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ._context import qualified
 from ._text import AND_SIGN, BOUND_SIGNS, COMMAND, HEDGE_SIGNS, UNIT_TEXT, WORDY, short
 
 _RUN = re.compile(
@@ -189,6 +190,8 @@ def value_problem(value: str, shape: Shape) -> str | None:
     """Why a stated value is not one answer of the gold's shape, or None."""
     if not value.strip():
         return "an empty answer"
+    if not shape.words and (word := qualified(value)):  # "18 \text{ maybe}" is no unit
+        return f"words in the answer the rule cannot read ({word!r} in {short(value)!r})"
     if not shape.hedges and (hedge := HEDGE_SIGNS.search(value) or (None if shape.commas else AND_SIGN.search(value))):
         return f"a hedged answer ({hedge.group().strip()} in {short(value)!r})"
     if not shape.bounds and BOUND_SIGNS.search(value):
