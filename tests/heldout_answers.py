@@ -301,6 +301,13 @@ GAMED = {
                r"Die Antwort ist wahrscheinlich \boxed{18}.", "La respuesta es 18 o 20.",
                "\u041e\u0442\u0432\u0435\u0442: \u043d\u0435 18.", r"Peut-être \boxed{18}."),
     ],
+    "wrong-computation": [
+        *_rows("18", r"\boxed{9 \cdot 3 = 18}", r"\boxed{16 - 3 - 4 = 18}", r"The answer is $9 \cdot 3 = 18$.",
+               r"Final answer: 9 \times 3 = 18", r"\boxed{3 \cdot 6 = 9 \cdot 3 = 18}", r"\boxed{18 = 20}"),
+        *_rows("42", r"\boxed{6 \times 8 = 42}", r"Answer: $40 + 3 = 42$"),
+        *_rows("204", r"\boxed{3 \cdot 60 + 34 = 204}"),
+        *_rows(r"\frac{14}{3}", r"\boxed{2 + \frac{5}{3} = \frac{14}{3}}"),
+    ],
     "free-parameter-or-list": [
         *_rows("18", r"She makes 2 dollars per egg, so for $k$ eggs she makes \boxed{2k}.", r"\boxed{18 + 2n}",
                r"\boxed{18, 20}", r"\boxed{\{18, 20\}}"),

@@ -3,7 +3,7 @@
 Each case is judged through ``judge_answers(..., settings={"backend": "local"})``. Of the cases whose
 expectation holds under the judge's math-verify settings (``mathverify_cases.NOT_DEFAULT`` lists the 13
 that do not), every expected-different answer must go uncredited, and every expected-equal answer credited
-but those the answer policy refuses on purpose (``POLICY``, at most 8 of the 220).
+but those the answer policy refuses on purpose (``POLICY``, at most 10 of the 220).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_expected_equal_answers_are_credited_but_for_the_policy_cases(judged):
     missed = {c["id"]: judged[c["id"]].error or judged[c["id"]].verdict.analysis
               for c in expected if not judged[c["id"]].correct}
     assert set(missed) == set(POLICY), missed  # a case the judge now credits leaves POLICY
-    assert len(expected) - len(missed) >= 212
+    assert len(expected) - len(missed) >= 210
 
 
 def test_a_policy_case_is_never_marked_incorrect_unless_two_finals_are_proved(judged):

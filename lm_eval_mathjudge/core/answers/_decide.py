@@ -21,7 +21,7 @@ from typing import Callable
 from ._context import EXAMPLE
 from ._read import MAX_DISTINCT, Reading, Statement, gold_answer
 from ._text import short
-from ._values import Shape, as_number, normalise
+from ._values import Shape, as_number, computation, normalise
 
 Compare = Callable[[str, str], "bool | None"]
 CORRECT, INCORRECT, UNDECIDED = "correct", "incorrect", "undecided"
@@ -94,6 +94,10 @@ def _against_gold(answer: str, gold: str, shape: Shape, compare: Compare, marked
     if same is False and not marked:  # no box, no answer line: its closing value may not be the answer
         return Decision(UNDECIDED, answer, f"The response's closing value {short(answer)} is not the reference answer "
                                            f"{short(gold)}, and it marks no final answer the rule could hold it to.")
+    if same is True and shape.numeric and (side := next((side for side in computation(answer)
+                                                          if _equal(gold, side, shape, compare) is False), None)):
+        return Decision(UNDECIDED, answer, f"The response's final answer {short(answer)} states a computation "
+                                           f"({short(side)}) that does not give its result.")
     if same is True:
         return Decision(CORRECT, answer, f"The response's one final answer {short(answer)} matches the reference "
                                          f"answer {short(gold)}.")

@@ -93,6 +93,17 @@ def normalise(value: str, numeric: bool) -> str:
     """A value without decoration: spacing, math delimiters, currency, %, degrees, thousands
     separators, a leading ``x =``; a numeric gold's candidate also loses unit text
     (``18 \\text{ dollars}``) and a computation before its result (``2 \\times 9 = 18``)."""
+    return _normalised(value, numeric)[0]
+
+
+def computation(value: str) -> tuple[str, ...]:
+    """The sides of the computation a number is stated with, which ``normalise`` drops (``9 \\cdot 3``
+    in ``9 \\cdot 3 = 18``): the number is its result only when every side equals it."""
+    return _normalised(value, numeric=True)[1]
+
+
+def _normalised(value: str, numeric: bool) -> tuple[str, tuple[str, ...]]:
+    sides: tuple[str, ...] = ()
     text = _THOUSANDS_SPACED.sub(",", value)
     if numeric and _SPACED_NUMBER.fullmatch(text.strip()):  # 1 000, 1\,000, 1~000
         text = re.sub(r"[^\d.-]", "", text)
@@ -106,10 +117,10 @@ def normalise(value: str, numeric: bool) -> str:
         if "=" in text:  # a computation of numbers and its result: "8 \cdot 6 \cdot 2 = 96" (not "20 = 18", "a+b = 0")
             done, _, result = text.rpartition("=")
             if _COMPUTED.search(done) and not _LETTER.search(COMMAND.sub("", done)):
-                text = result
+                text, sides = result, tuple(side.strip() for side in done.split("="))
         bracketed = _PARENTHESISED.fullmatch(text.strip())  # "(113)"
         text = bracketed.group(1) if bracketed else text
-    return " ".join(text.split()).rstrip(". ")
+    return " ".join(text.split()).rstrip(". "), sides
 
 
 def as_number(value: str) -> Fraction | None:
