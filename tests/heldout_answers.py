@@ -11,6 +11,7 @@ Long responses reuse a worked chain of thought with many intermediate numbers (`
   (hedges, two finals, examples, strike-through, verdicts, conditions, wrong computations ...): never credited.
 * ``UNDECIDABLE``: (gold, response, right) the rule cannot compare (words, proofs, golds it cannot parse,
   identities true on the integers only): never Incorrect when right, never credited when wrong.
+* ``PROVED_DIFFERENT``: wrong expressions the rule can prove different at whole numbers: Incorrect.
 
 Each row: (gold, response). Written for this project; none is copied from an issue or another suite.
 """
@@ -388,4 +389,18 @@ UNDECIDABLE = [  # (gold, response, right)
     (r"$ a\in\{\sqrt{\frac{\alpha}{\beta}}\}$", r"\boxed{a = \sqrt{\alpha/\beta}}", True),
     ("70", "Let me think about the bases b > 9 such that b + 7 divides 9b + 7. Since 9b + 7 = 9(b+7) - 56, we need "
            "b + 7 | 56.", True),
+    # equal on the integers, different at fractions: n counts things
+    (r"1 + \left\lceil \frac{n}{2} \right\rceil", r"\boxed{\left\lfloor \frac{n+1}{2} \right\rfloor + 1}", True),
+    ("(-1)^n", r"\boxed{\cos(\pi n)}", True),
+    (r"\left\lfloor \frac{n}{2} \right\rfloor", r"\boxed{\frac{n}{2} - \frac{1 - (-1)^n}{4}}", True),
+]
+
+PROVED_DIFFERENT = [  # expressions and equations that differ at whole numbers too: Incorrect, not undecided
+    ("2^{n-1}", r"\boxed{2^{n}}"),
+    (r"\frac{n(n+1)}{2}", r"\boxed{\frac{n(n-1)}{2}}"),
+    (r"1 + \left\lceil \frac{n}{2} \right\rceil", r"\boxed{\left\lceil \frac{n}{2} \right\rceil}"),
+    (r"\cot x", r"\boxed{\tan x}"),
+    ("p - q", r"\boxed{q - p}"),
+    ("5x - 7y + 11z + 4 = 0", r"\boxed{5x + 7y + 11z + 4 = 0}"),
+    ("y = -2x", r"\boxed{y = 2x}"),
 ]

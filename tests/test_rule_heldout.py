@@ -9,7 +9,7 @@ import pytest
 
 from lm_eval_mathjudge.backends.local import LocalBackend
 from tests._helpers import rule_outcome
-from tests.heldout_answers import GAMED, HONEST, HONEST_UNDECIDED, UNDECIDABLE
+from tests.heldout_answers import GAMED, HONEST, HONEST_UNDECIDED, PROVED_DIFFERENT, UNDECIDABLE
 
 
 @pytest.fixture(scope="module")
@@ -44,3 +44,9 @@ def test_a_gamed_answer_is_never_credited(backend, kind):
 def test_an_answer_the_rule_cannot_compare_is_never_scored_against_its_truth(backend, gold, response, right):
     found = rule_outcome(backend, gold, response)
     assert found.outcome != ("incorrect" if right else "correct"), found.analysis
+
+
+def test_expressions_different_at_whole_numbers_are_still_incorrect(backend):
+    """Not vacuous: comparing at whole numbers (a variable may count things) still proves real differences."""
+    outcomes = [(g, r, o.outcome) for g, r, o in _outcomes(backend, PROVED_DIFFERENT)]
+    assert [row for row in outcomes if row[2] != "incorrect"] == []
