@@ -84,7 +84,7 @@ HONEST = {
     "thousands-scientific": [
         *_rows("70000", *(JOSH + f" So the profit is \\boxed{{{v}}}." for v in (
             "70,000", "70{,}000", "70\\,000", "70,\\!000", "\\$70,000", "7 \\times 10^{4}", "7.0 \\times 10^4",
-            "\\$70{,}000.00")),
+            "70\\text{,}000 \\text{ dollars}", "\\$70{,}000.00")),
                JOSH + " He made a profit of \\$70,000.", JOSH + "\n#### 70,000", JOSH + " The answer is 70 000 dollars."),
         *_rows("2,125", LEGO + " So Johnny picks up \\boxed{2125} blocks.", LEGO + " So Johnny picks up \\boxed{2{,}125} blocks.",
                LEGO + " The answer is 2125."),
@@ -92,6 +92,7 @@ HONEST = {
                JOHN + " The answer is \\$114\\,200.", JOHN + " He made \\boxed{1.142 \\times 10^{5}} dollars that year."),
         *_rows(r"11,\! 111,\! 111,\! 100", r"\boxed{11111111100}", r"\boxed{11,111,111,100}", r"\boxed{11\,111\,111\,100}"),
         *_rows(r"10,\!080", r"\boxed{10080}", r"\boxed{10{,}080}"),
+        *_rows("1000", r"\boxed{1\text{,}000}"),
         *_rows("-10", "The temperature changes by -4 and then by -6, a total change of -4 + (-6) = -10 degrees.\n"
                       "The answer is -10.", r"So the change is \boxed{-10}."),
     ],
@@ -154,12 +155,14 @@ HONEST = {
                r"\boxed{\left(\tfrac{1-\sqrt3}{2}, \tfrac{3-\sqrt3}{2}\right)}"),
     ],
     "several-values": [
-        *_rows("3, 5, 7", r"\boxed{3, 5, 7}", r"\boxed{7, 5, 3}",
+        *_rows("3, 5, 7", r"\boxed{3, 5, 7}", r"\boxed{7, 5, 3}", "The possible values are 3, 5, and 7.",
                r"\boxed{3}, \boxed{5}, \boxed{7}", r"\boxed{3,5,\text{ and }7}"),
         *_rows(r"\{1\pm\sqrt{5},-2\}", r"\boxed{\{-2, 1+\sqrt{5}, 1-\sqrt{5}\}}", r"\boxed{1+\sqrt5, 1-\sqrt5, -2}"),
-        *_rows(r"1 \pm \sqrt{19}", r"\boxed{1 \pm \sqrt{19}}"),
-        *_rows(r"\pm \frac{9}{4}", r"\boxed{\pm\frac94}",
+        *_rows(r"1 \pm \sqrt{19}", r"\boxed{1+\sqrt{19}, 1-\sqrt{19}}", r"\boxed{1 \pm \sqrt{19}}",
+               r"The solutions are $x = 1 + \sqrt{19}$ and $x = 1 - \sqrt{19}$."),
+        *_rows(r"\pm \frac{9}{4}", r"\boxed{\pm\frac94}", r"\boxed{\frac{9}{4}, -\frac{9}{4}}",
                r"Since the two roots are $\frac{9}{4}$ and $-\frac{9}{4}$, the answer is $\pm\frac94$."),
+        *_rows(r"-3 \pm \sqrt{2}", r"The roots are $\boxed{-3 + \sqrt{2}}$ and $\boxed{-3 - \sqrt{2}}$."),
         *_rows(r"6,-\frac{10}{3}", r"\boxed{-\frac{10}{3}, 6}", r"\boxed{6} \text{ and } \boxed{-\frac{10}{3}}"),
         *_rows("\\[\n\\boxed{2, 3, 7}\n\\]", r"\boxed{2, 3, 7}", "The primes are 2, 3 and 7."),
     ],

@@ -58,6 +58,7 @@ _REVISING = re.compile(r"\b(?:wait|actually|no,|correction|i[ \t]+mean|rather|in
 _BARE = re.compile(r"[A-Za-z]{2,}")
 _STUB = re.compile(r"[\s$*_:]*(?:[A-Za-z](?:_\{?\w{1,8}\}?)?\s*\\in|(?:is|are|the|a)?[\s:]*)", re.I)  # "is $x \in"
 _GAP = re.compile(r"[ \t$*_]*(?:[,;/|]|\bor\b|\band\b|\bto\b|[\u2013\u2014])?[ \t$*_]*", re.I)
+_LIST_GAP = re.compile(r"[ \t$*_]*(?:,?[ \t]*\b(?:or|and)\b|[,;/|]|\bto\b|[\u2013\u2014])?[ \t$*_]*", re.I)  # "3, 5, and 7"
 
 
 def _boxes(text: str, shape: Shape) -> Iterator[Statement]:
@@ -211,7 +212,7 @@ def _sentence_statement(kind: str, sentence: str, offset: int, shape: Shape, pre
         return None
     value, at, stop = values[-1]
     first = len(values) - 1
-    while shape.commas and first and _GAP.fullmatch(sentence, values[first - 1][2], values[first][1]):
+    while shape.commas and first and _LIST_GAP.fullmatch(sentence, values[first - 1][2], values[first][1]):
         first -= 1  # "The solutions are $x=-2$ and $x=1$": one answer of several values
     if first < len(values) - 1:
         value, at = ", ".join(v for v, _, _ in values[first:]), values[first][1]

@@ -71,7 +71,7 @@ def _balanced_end(region: str, start: int, end: int) -> int:
 
 
 _SPACING = re.compile(r"(?<!\\)\\[,;:! ]|\\quad|\\qquad|\\left(?![a-z])|\\right(?![a-z])|\\displaystyle|"
-                      r"(?<=\\)[dtc](?=frac)|\s*\{\s*,\s*\}\s*|\\\$|\$|\\%|%|\^\s*\{?\\circ\}?|\u00b0|\\degree|(?<!\\)\\[][()]")
+                      r"(?<=\\)[dtc](?=frac)|\s*(?:\\text\s*)?\{\s*,\s*\}\s*|\\\$|\$|\\%|%|\^\s*\{?\\circ\}?|\u00b0|\\degree|(?<!\\)\\[][()]")
 _COMPUTED = re.compile(r"[-+*/^!]|\\(?:cdot|times|div|frac|sqrt|binom)(?![A-Za-z])|\u00b7|\u00d7")
 _PARENTHESISED = re.compile(r"\(\s*([^()]+?)\s*\)")
 _PERCENT_WORD = re.compile(r"\s*(?:\\text\s*\{\s*)?(?:percent(?:age)?|pct)\s*\}?\s*$", re.I)
@@ -158,7 +158,8 @@ class Shape:
     @classmethod
     def of(cls, gold: str) -> "Shape":
         core = normalise(gold, numeric=True)
-        several = "," in core or ";" in core or AND_SIGN.search(gold) is not None or _AND.search(gold) is not None
+        several = "," in core or ";" in core or AND_SIGN.search(gold) is not None or _AND.search(gold) is not None \
+            or _PLUS_MINUS.search(gold) is not None  # "1 \pm \sqrt{19}": two values, answered as a list too
         numeric = not several and as_number(core) is not None
         text = COMMAND.sub(" ", UNIT_TEXT.sub(r" \1 ", gold))
         return cls(numeric=numeric, commas=several,
@@ -179,6 +180,7 @@ def _top_level(value: str, chars: str) -> bool:
 
 
 _AND = re.compile(r"(?<![\\A-Za-z])and(?![A-Za-z])")
+_PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![A-Za-z])|\u00b1|\u2213")
 _RANGE = re.compile(r"\d[ \t]*[\u2013\u2014][ \t]*-?\d")
 
 
