@@ -89,15 +89,20 @@ def _values(statement: Statement, shape: Shape) -> tuple[str, ...]:
     return (statement.value, *statement.others)
 
 
+def _unsupported(sides: tuple[str, ...], gold: str, shape: Shape, compare: Compare) -> bool:
+    """A computation stated before the result that is proved not to give it (``9 \\cdot 3 = 18``,
+    ``3 \\cdot 6 = 9 \\cdot 3 = 18``); sides the rule cannot compare never count against it."""
+    return any(_equal(gold, side, shape, compare) is False for side in sides)
+
+
 def _against_gold(answer: str, gold: str, shape: Shape, compare: Compare, marked: bool) -> Decision:
     same = _equal(gold, answer, shape, compare)
     if same is False and not marked:  # no box, no answer line: its closing value may not be the answer
         return Decision(UNDECIDED, answer, f"The response's closing value {short(answer)} is not the reference answer "
                                            f"{short(gold)}, and it marks no final answer the rule could hold it to.")
-    if same is True and shape.numeric and (side := next((side for side in computation(answer)
-                                                          if _equal(gold, side, shape, compare) is False), None)):
+    if same is True and shape.numeric and _unsupported(computation(answer), gold, shape, compare):
         return Decision(UNDECIDED, answer, f"The response's final answer {short(answer)} states a computation "
-                                           f"({short(side)}) that does not give its result.")
+                                           "that does not give its result.")
     if same is True:
         return Decision(CORRECT, answer, f"The response's one final answer {short(answer)} matches the reference "
                                          f"answer {short(gold)}.")

@@ -98,8 +98,9 @@ def normalise(value: str, numeric: bool) -> str:
 
 def computation(value: str) -> tuple[str, ...]:
     """The sides of the computation a number is stated with, which ``normalise`` drops (``9 \\cdot 3``
-    in ``9 \\cdot 3 = 18``): the number is its result only when every side equals it."""
-    return _normalised(value, numeric=True)[1]
+    in ``9 \\cdot 3 = 18``) that are computations themselves; a bare number among them (the ``7`` of
+    math-verify's own ``5+5+1 = 7 = 11``) is a slip of the chain, not a computation to check."""
+    return tuple(side for side in _normalised(value, numeric=True)[1] if _COMPUTED.search(side))
 
 
 def _normalised(value: str, numeric: bool) -> tuple[str, tuple[str, ...]]:
