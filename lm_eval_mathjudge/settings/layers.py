@@ -27,7 +27,6 @@ from typing import Any, Iterable, Mapping
 
 from ..core.errors import ConfigError, did_you_mean
 from .credentials import looks_like_credential, refuse_credentials, refused_name
-from .kinds import to_bool, to_float, to_int  # noqa: F401  (the generators read text the same way)
 from .models import DEFAULT_BACKEND, DEFAULTS, model_defaults
 from .schema import BACKENDS, ENV_PREFIX, OTHER_ENV, SETTING, SETTINGS, JudgeSettings, RunOptions, spellings
 

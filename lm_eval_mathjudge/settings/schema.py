@@ -254,7 +254,6 @@ JudgeSettings = _from_table("JudgeSettings", _JudgeSettings, tuple(s for s in SE
 RunOptions = _from_table("RunOptions", _RunOptions, tuple(s for s in SETTINGS if not s.judge_setting))
 FIELDS = {f.name: f for f in dataclasses.fields(JudgeSettings)}  # the judge settings' names, in table order
 RUN_OPTIONS = tuple(f.name for f in dataclasses.fields(RunOptions))
-TYPES = {s.name: (s.kind.py, s.optional) for s in SETTINGS}  # name -> (the type it holds, may be unset)
 
 
 def default_cache_dir() -> str:
