@@ -286,16 +286,18 @@ def _folder(entry: str) -> str:
 
 @dataclass(frozen=True)
 class Counts:
-    """Whole numbers ``lo..hi``, sorted, each once: ``[1, 4, 16]``, ``4`` or ``"1,4,16"``."""
+    """Whole numbers ``lo..hi``, sorted, each once: ``[1, 4, 16]``, ``4``, ``"1,4,16"`` or ``"[1, 4, 16]"``."""
     lo: int
     hi: int
     py = tuple
     noun = "list"
 
     def read(self, value: Any) -> tuple[int, ...]:
-        items = (value.replace(",", " ").split() if isinstance(value, str)
-                 else value if isinstance(value, (list, tuple)) else [value])
         try:
+            if isinstance(value, str) and value.strip().startswith("["):
+                value = jsontext.loads(value)
+            items = (value.replace(",", " ").split() if isinstance(value, str)
+                     else value if isinstance(value, (list, tuple)) else [value])
             return tuple(sorted({to_int(item) for item in items}))
         except (TypeError, ValueError):
             raise ConfigError(f"judge setting pass_at={shown(value)} must be whole numbers such as [1, 4, 16] "

@@ -160,7 +160,7 @@ SETTINGS: tuple[Setting, ...] = (
                                  "per attack family)"), AUDIT_LIMIT,
             "answers per attack family in that audit", 50, RUN_LAYERS),
     Setting("stream", Flag(), True,
-            "judge each sample as the model finishes it, while the others still generate; on where it changes "
+            "judge each sample as the model finishes it, while the others still generate; on wherever that changes "
             "nothing (off for batch mode, the dry run and filters that read all responses; with a budget, on when "
             "the budget covers the worst case) ([judging while generating](scale.md#judging-while-the-model-generates))",
             False, RUN_LAYERS),
