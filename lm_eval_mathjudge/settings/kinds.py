@@ -63,7 +63,13 @@ class Setting:
         except ConfigError:  # the kind's own message
             raise
         except (TypeError, ValueError, OverflowError, RecursionError) as exc:
-            raise ConfigError(f"judge setting {self.name}={shown(value)} is not a valid {self.kind.noun}") from exc
+            raise ConfigError(f"judge setting {self.name}={shown(value)} is not a valid {self.kind.noun}; "
+                              f"give {self._instead()}") from exc
+
+    def _instead(self) -> str:
+        if isinstance(self.kind, Choice):
+            return "one of " + ", ".join(self.kind.values)
+        return f"one such as {json.dumps(self.example)}"
 
     def check_type(self, value: Any) -> None:
         """A value given to the dataclass directly (from Python) must already be of the field's type."""
