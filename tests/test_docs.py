@@ -139,7 +139,30 @@ def test_the_built_site_shows_the_settings_and_the_quick_start_whole(tmp_path):
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--site-dir", str(site)], cwd=REPO,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert check.check(site, ["settings/", "", "getting-started/"]) == {"settings/": [], "": [], "getting-started/": []}
+    shots = tmp_path / "shots"
+    assert check.check(site, ["settings/", "", "getting-started/"], shots=shots) == {
+        "settings/": [], "": [], "getting-started/": []}
+    png = (shots / "settings.png").read_bytes()  # what the browser drew: a PNG of the window's size
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == 1280, png[:24]
+
+
+
+@pytest.mark.e2e
+def test_the_layout_check_sees_what_scrolls_and_what_breaks(tmp_path):
+    """The browser check finds the two faults of the old settings table: a box that scrolls sideways,
+    and a name broken inside a word (and says nothing of a page without them)."""
+    check = _load(DOCS / "_tools" / "layout_check.py", "layout_check")
+    if check.browser() is None:
+        pytest.skip("no Chromium to look at the site with (apt-get install chromium)")
+    for page, body in {"bad": '<pre style="overflow-x:auto;width:300px">lm_eval --model mathjudge-replay '
+                              '--metadata \'{"judge_backend": "local", "judge_concurrency": 16}\'</pre>'
+                              '<p style="width:60px;word-break:break-all">gpt4em_judge_cache_network_fs</p>',
+                       "good": "<p>judge_backend and judge_model</p>"}.items():
+        (tmp_path / page).mkdir()
+        (tmp_path / page / "index.html").write_text(f"<html><body><article>{body}</article></body></html>")
+    found = check.check(tmp_path, ["bad/", "good/"])
+    assert found["good/"] == []
+    assert [f.split(" ")[0] for f in found["bad/"]][:2] == ["scrolls", "breaks"], found["bad/"]
 
 
 # ----------------------------------------------------------------------------- runnable blocks

@@ -6,14 +6,18 @@ width, and has the browser itself measure the laid-out page: the page, and every
 off what it holds), and every line that breaks inside a word (``judge_bac|kend``). A line may break
 at a space, and after ``-`` or ``/`` as browsers do (``local-|chat-completions``).
 
-    python docs/_tools/layout_check.py SITE_DIR [PAGE ...] [--width 1280]   # exit 1 on a finding
-    python docs/_tools/layout_check.py site settings/ "" getting-started/
+    python docs/_tools/layout_check.py SITE_DIR [PAGE ...] [--width 1280] [--shots DIR]   # exit 1 on a finding
+    python docs/_tools/layout_check.py site settings/ "" getting-started/ --shots shots
+
+``--shots DIR`` also saves a screenshot of each page as the browser drew it (``settings.png``,
+``index.png``, ...), to look at.
 
 Needs ``chromium`` (or ``chromium-browser``, ``google-chrome``; or the path in ``$CHROMIUM``).
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import html
 import http.server
@@ -91,24 +95,47 @@ def browser() -> str | None:
     return os.environ.get("CHROMIUM") or next((b for b in map(shutil.which, BROWSERS) if b), None)
 
 
-def check(site: Path, pages: list[str], width: int = 1280, height: int = 2000) -> dict[str, list[str]]:
-    """page -> what the browser found on it (empty: nothing scrolls, no word is broken)."""
+def check(site: Path, pages: list[str], width: int = 1280, height: int = 2000,
+          shots: Path | None = None) -> dict[str, list[str]]:
+    """page -> what the browser found on it (empty: nothing scrolls, no word is broken); with ``shots``,
+    a screenshot of each page is saved there as well (``shot_name``)."""
     exe = browser()
     if exe is None:
         raise SystemExit("no Chromium found: apt-get install chromium (or set $CHROMIUM)")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Pages, directory=str(site)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        return {page: _measure(exe, f"http://127.0.0.1:{server.server_port}/{page}", width, height) for page in pages}
+        found = {}
+        for page in pages:
+            url = f"http://127.0.0.1:{server.server_port}/{page}"
+            found[page] = _measure(exe, url, width, height)
+            if shots is not None:
+                found[page] += _shoot(exe, url, width, height, shots / shot_name(page))
+        return found
     finally:
         server.shutdown()
         server.server_close()
 
 
-def _measure(exe: str, url: str, width: int, height: int) -> list[str]:
+def shot_name(page: str) -> str:
+    """``settings/`` -> ``settings.png``; the home page ``""`` -> ``index.png``."""
+    return (page.strip("/").replace("/", "-") or "index") + ".png"
+
+
+def _chromium(exe: str, width: int, height: int, *args: str) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory() as profile:
-        done = subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
-                               "--dump-dom", url], capture_output=True, text=True, timeout=180)
+        return subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}", *args],
+                              capture_output=True, text=True, timeout=180)
+
+
+def _shoot(exe: str, url: str, width: int, height: int, path: Path) -> list[str]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    done = _chromium(exe, width, height, f"--screenshot={path}", url)
+    return [] if path.is_file() else [f"no screenshot (exit {done.returncode}): {done.stderr.strip()[-300:]}"]
+
+
+def _measure(exe: str, url: str, width: int, height: int) -> list[str]:
+    done = _chromium(exe, width, height, "--dump-dom", url)
     match = REPORT.search(done.stdout)
     if match is None:
         return [f"the page did not report (exit {done.returncode}): {done.stderr.strip()[-300:]}"]
@@ -116,10 +143,13 @@ def _measure(exe: str, url: str, width: int, height: int) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    width = int(argv[argv.index("--width") + 1]) if "--width" in argv else 1280
-    args = [a for i, a in enumerate(argv) if a != "--width" and (i == 0 or argv[i - 1] != "--width")]
-    site, pages = Path(args[0]), args[1:] or [""]
-    found = check(site, pages, width)
+    parser = argparse.ArgumentParser(description="Look at built docs pages in headless Chromium.")
+    parser.add_argument("site", type=Path, help="the folder mkdocs build wrote")
+    parser.add_argument("pages", nargs="*", default=[""], help='pages under it, e.g. settings/ ("" = home)')
+    parser.add_argument("--width", type=int, default=1280, help="the window's width in CSS pixels")
+    parser.add_argument("--shots", type=Path, help="save a screenshot of each page into this folder")
+    args = parser.parse_args(argv)
+    found = check(args.site, args.pages, args.width, shots=args.shots)
     for page, problems in found.items():
         print(f"/{page}: " + ("ok" if not problems else f"{len(problems)} finding(s)"))
         for problem in problems:
