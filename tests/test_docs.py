@@ -125,7 +125,7 @@ def test_the_ranges_the_reference_prints_are_the_ones_the_schema_enforces():
         elif isinstance(kind, Choice):
             assert all(_accepts(row.name, v) for v in kind.values) and not _accepts(row.name, "no-such-value")
             checked += 1
-    assert checked >= 20
+    assert checked >= 19  # every number with a lower limit and every choice of the table (19 since dedupe retired)
 
 
 @pytest.mark.e2e

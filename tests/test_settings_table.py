@@ -38,8 +38,7 @@ RUN_OPTIONS = [
     ("panel", tuple, False, ()), ("panel_rule", str, False, "majority"), ("panel_min", int, True, None),
     ("cascade", bool, False, False), ("media_dirs", tuple, False, ()), ("audit", bool, False, False),
     ("audit_limit", int, False, 10), ("stream", bool, False, True), ("pass_at", tuple, False, ()),
-    ("dedupe", str, False, "off"),
-]
+]  # and dedupe ("off"), retired since: schema.RETIRED
 # The limits _problems checked by hand: name, lowest, highest (None: none), lowest excluded.
 LIMITS = [
     ("temperature", 0, 2.0, False), ("max_tokens", 1, 1_000_000, False), ("concurrency", 1, 1024, False),
@@ -51,7 +50,7 @@ CHOICES = [
     ("mode", ("online", "batch")), ("batch_fallback", ("online", "fail")),
     ("cache_network_fs", ("fallback", "refuse", "allow")),
     ("reasoning_effort", ("none", "minimal", "low", "medium", "high")),
-    ("panel_rule", ("majority", "unanimous")), ("dedupe", ("off", "answer")),
+    ("panel_rule", ("majority", "unanimous")),
 ]
 
 
@@ -145,8 +144,8 @@ def _takes(row, judge: str, yaml, metadata, environ):
 
 
 def _fits(row, judge: str) -> bool:
-    """The example suits this judge (the cascade and shared verdicts are GPT4-EM's; local is not a VLM judge)."""
-    return judge == "exact_match" or row.name not in ("cascade", "dedupe", "backend", "panel")
+    """The example suits this judge (the cascade is GPT4-EM's; local is not a VLM judge)."""
+    return judge == "exact_match" or row.name not in ("cascade", "backend", "panel")
 
 
 @pytest.mark.parametrize("row", schema.SETTINGS, ids=lambda r: r.name)
@@ -199,6 +198,21 @@ def test_a_typo_in_any_layer_names_the_setting_it_is_close_to(row):
             resolve()
         hint = re.search(r"\(did you mean (.*?)\?\)", str(caught.value))
         assert hint and meant in hint.group(1).split(" or "), (layer, str(caught.value)[:300])
+
+
+@pytest.mark.parametrize("name", sorted(schema.RETIRED))
+def test_a_retired_setting_is_refused_in_every_spelling_as_retired_not_as_a_typo(name):
+    """Every spelling the table's rule gives a retired name, in every layer, names it as retired."""
+    cases = [(key, {layer: {key: "answer"}}) for layer in ("metadata", "env") for key in schema.spellings(name, layer)]
+    cases += [("yaml", {"yaml": {name: "answer"}}),
+              ("member", {"metadata": {"judge_panel": [{"backend": "local", name: "answer"}, {}]}})]
+    assert len(cases) == 8
+    for where, given in cases:
+        with pytest.raises(ConfigError) as caught:
+            resolve_settings("exact_match", given.get("yaml"), given.get("metadata"), given.get("env", {}))
+            resolve_run_options("exact_match", given.get("yaml"), given.get("metadata"), given.get("env", {}))
+        text = str(caught.value)
+        assert f"judge_{name} was retired" in text and "unknown" in text and "did you mean" not in text, (where, text)
 
 
 def test_a_run_option_in_a_panel_member_is_refused_with_what_a_member_holds():

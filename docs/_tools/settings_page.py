@@ -151,6 +151,13 @@ def render() -> str:
         f"{models.REASONING_MAX_TOKENS:,}",
         "unless a layer sets it: such models spend hidden reasoning tokens before the verdict.",
         "",
+        "## Retired settings",
+        "",
+        "Settings of an earlier release. Any spelling of one, in any layer, is refused as unknown, saying it was",
+        "retired ([troubleshooting](troubleshooting.md#settings-and-metadata-before-anything-runs)).",
+        "",
+        *[f"- `{name}`: {what}." for name, what in schema.RETIRED.items()],
+        "",
         "## Other environment variables",
         "",
         "Not settings, read elsewhere: "

@@ -28,7 +28,8 @@ from typing import Any, Iterable, Mapping
 from ..core.errors import ConfigError, did_you_mean
 from .credentials import looks_like_credential, refuse_credentials, refused_name
 from .models import DEFAULT_BACKEND, DEFAULTS, model_defaults
-from .schema import BACKENDS, ENV_PREFIX, OTHER_ENV, SETTING, SETTINGS, JudgeSettings, RunOptions, spellings
+from .schema import (BACKENDS, ENV_PREFIX, OTHER_ENV, RETIRED, SETTING, SETTINGS, JudgeSettings, RunOptions,
+                     spellings)
 
 NEAR_MISS = 0.85  # how alike (difflib's ratio) an unknown metadata key must be to one of ours to be taken for a typo
 NAMES = tuple(SETTING)  # every setting and run option, in table order
@@ -86,10 +87,6 @@ def resolve_run_options(judge: str, yaml_settings: Mapping[str, Any] | None, met
     if options.cascade and judge != "exact_match":
         raise ConfigError(f"judge_cascade works with the exact-match judge only (the {judge} judge has no rule "
                           "stage); remove it for this task")
-    if options.dedupe != "off" and judge != "exact_match":
-        raise ConfigError(f"judge_dedupe={options.dedupe} shares one verdict among equivalent final answers, but "
-                          f"one call of the {judge} judge also scores each sample's steps, which equivalent answers "
-                          "do not share; remove judge_dedupe (or set it to off) for this task")
     return options
 
 
@@ -109,6 +106,10 @@ def _panel_members(members: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any],
 def _from_env(environ: Mapping[str, str], judge: str) -> dict[str, Any]:
     known = {key for name in NAMES for key in spellings(name, "env")} | set(OTHER_ENV)
     unknown = sorted(v for v in environ if v.startswith(ENV_PREFIX) and v not in known)
+    retired = [(v, name) for name in RETIRED for v in spellings(name, "env") if v in unknown]
+    if retired:
+        variable, name = retired[0]
+        raise ConfigError(f"unknown environment variable {variable}: judge_{name} was retired ({RETIRED[name]}); unset it")
     if unknown:
         hint = "".join(did_you_mean(v, sorted(known)) for v in unknown[:1])
         raise ConfigError(f"unknown environment variable {', '.join(unknown)}{hint}: judge settings are MATHJUDGE_<NAME> "
@@ -160,6 +161,9 @@ def _check_names(values: dict[str, Any], where: str, prefix: str = "", names: tu
             continue
         if looks_like_credential(name):
             raise ConfigError(refused_name(where, prefix + name))
+        if name in RETIRED:
+            raise ConfigError(f"{where} sets unknown judge setting {prefix}{name}: judge_{name} was retired "
+                              f"({RETIRED[name]}); remove it")
         raise ConfigError(f"{where} sets unknown judge setting {prefix}{name}"
                           f"{did_you_mean(name, names, prefix)}; known: "
                           + ", ".join(prefix + n for n in _MEMBER_NAMES))

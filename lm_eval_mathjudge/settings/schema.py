@@ -32,9 +32,6 @@ SCOPES = {"exact_match": "gpt4em", "vlm": "vlm"}  # judge -> prefix of its own s
 OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD", "MATHJUDGE_DEBUG")  # read elsewhere, not settings
 META_PREFIX = "judge_"
 PANEL_RULES = ("majority", "unanimous")
-# judge_dedupe: "answer" = the samples of one problem whose final answers the local rule finds equivalent share one
-# LLM verdict (harness/task.py); "off" = every sample is judged on its own (identical texts are still judged once).
-DEDUPE = ("off", "answer")
 MAX_PANEL = 9
 AUDIT_LIMIT = 10  # adversarial answers per attack family and task in a judge audit (lm_eval_mathjudge.audit)
 MAX_AUDIT_LIMIT = 10_000
@@ -167,13 +164,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pass_at", Counts(1, MAX_REPEATS), (),
             "with `repeats` k > 1: the k' of the `pass@k'` metrics; unset = 1 and k "
             "([k samples per problem](tasks.md#k-samples-per-problem))", [1, 4, 16], RUN_LAYERS),
-    Setting("dedupe", Choice(DEDUPE, fold_case=True), "off",
-            "GPT4-EM with `repeats` k > 1: `answer` judges one sample per group of equivalent final answers (the "
-            "local rule's, as `maj@k` groups them) and gives its verdict to the others; a sample the rule cannot read "
-            "is judged alone ([cheap k](comparing.md#cheap-k-one-verdict-per-equivalent-answer))", "answer", RUN_LAYERS),
 )
 SETTING = {s.name: s for s in SETTINGS}
 assert len(SETTING) == len(SETTINGS), "two rows share a name"
+# Settings an earlier release had, and what stands in their place: every spelling of one in any layer is
+# refused as unknown and named as retired, never taken for a typo of a live setting.
+RETIRED = {"dedupe": "equivalent final answers no longer share one verdict; every sample is judged on its own, "
+                     "and identical requests are still sent once"}
+assert not set(RETIRED) & set(SETTING), "a retired setting is back in the table"
 
 
 def spellings(name: str, layer: str, judge: str | None = None) -> tuple[str, ...]:
