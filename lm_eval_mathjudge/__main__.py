@@ -91,6 +91,16 @@ def example(*lines: str) -> str:
     return "example" + ("s" if len(lines) > 1 else "") + ":\n" + "\n".join(f"  {line}" for line in lines)
 
 
+def _version() -> str:
+    """The installed distribution's version (the package's own ``__init__`` is a room above this one)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("lm-eval-mathjudge")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> Parser:
     from .reports import cli as reports_cli  # argparse only; each command imports its own modules
 
@@ -100,9 +110,7 @@ def build_parser() -> Parser:
                                    "mathjudge rejudge results/*/samples_gsm8k_gpt4em_*.jsonl --judge local "
                                    "--output_path rejudged",
                                    "mathjudge <command> --help"))
-    from . import __version__
-
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     sub.add_parser("tasks-dir", help="print the folder of the task YAMLs (for lm_eval --include_path)",
                    description="Print the folder of this plugin's task YAMLs, for lm_eval --include_path "
