@@ -7,17 +7,15 @@ layout if wanted.
 
 from __future__ import annotations
 
-import inspect
 import ipaddress
 import json
 import os
 import socket
-import subprocess
-import sys
-import types
 from pathlib import Path
 
 import pytest
+
+from tests import marks
 
 # Before anything imports huggingface_hub or datasets (both read these once, at import): lm_eval runs
 # inside this process (tests/inprocess.py) are as offline as the subprocess runs.
@@ -82,63 +80,29 @@ def scenario(_module_scenarios, request):
     return lambda: _module_scenarios.result(request.node.name)
 
 
-# ----------------------------------------------------------------- the e2e marker, found, not declared
-# A test is end to end when it, a fixture it uses, or any function they call (followed through the
-# names each function's code refers to, across test modules) runs lm_eval or mathjudge, in this process
-# or as a process, or starts any other process. `pytest -m "not e2e"` is the everyday loop.
-_TESTS = str(Path(__file__).resolve().parent)
+# ----------------------------------------------------------------- the e2e mark, declared and enforced
+# Each test that runs lm_eval or mathjudge or starts a process says so (pytest.mark.e2e); tests/marks.py
+# fails any other test that does. `pytest -m "not e2e"` is the everyday loop.
+def pytest_configure(config):
+    marks.install()
 
 
-def _e2e_entries() -> set[int]:
-    from tests import e2e, inprocess
-
-    return {id(f) for f in (e2e.run_lm_eval, e2e.run_mathjudge, e2e.Scenarios, inprocess.run_cli,
-                            subprocess.run, subprocess.Popen, subprocess.check_output, subprocess.check_call)}
-
-
-def _code_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _code_names(const)
-    return names
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    with marks.armed(item):
+        return (yield)
 
 
-def _reaches(obj: object, entries: set[int], seen: dict[int, bool]) -> bool:
-    if id(obj) in entries:
-        return True
-    func = inspect.unwrap(obj) if callable(obj) else None
-    if not isinstance(func, types.FunctionType) or not func.__code__.co_filename.startswith(_TESTS):
-        return False
-    if id(func) in seen:
-        return seen[id(func)]
-    seen[id(func)] = False  # a recursion does not make itself e2e
-    scope = {**vars(__import__("builtins")), **func.__globals__}
-    found = False
-    names = _code_names(func.__code__)
-    for name in names:
-        target = scope.get(name, sys.modules.get(name))  # a module imported inside the function too
-        if isinstance(target, types.ModuleType):
-            found = target is subprocess or any(_reaches(getattr(target, n), entries, seen)
-                                                for n in names if hasattr(target, n))
-        else:
-            found = _reaches(target, entries, seen)
-        if found:
-            break
-    seen[id(func)] = found
-    return found
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with marks.armed(item):
+        return (yield)
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects
-def pytest_collection_modifyitems(config, items):
-    entries, seen = _e2e_entries(), {}
-    for item in items:
-        funcs = [getattr(item, "function", None)]
-        info = getattr(item, "_fixtureinfo", None)
-        for name in getattr(item, "fixturenames", ()):
-            funcs += [fd.func for fd in (info.name2fixturedefs.get(name, ()) if info else ())]
-        if any(f is not None and _reaches(f, entries, seen) for f in funcs):
-            item.add_marker(pytest.mark.e2e)
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    with marks.armed(item):
+        return (yield)
 
 
 _real_connect = socket.socket.connect

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from tests.marks import require_e2e
+
 LM_EVAL = str(Path(sys.executable).with_name("lm_eval"))
 CANARY_KEY = "sk-canary-7f3d9c2b4a1e8f6d"
 
@@ -61,6 +63,7 @@ def run_lm_eval(args: list[str], env: dict[str, str], out_dir: Path, timeout: fl
 
     ``MJ_TEST_PROCESS=1`` runs every call as a real process (the slow, fully isolated way).
     """
+    require_e2e("runs lm_eval")
     if not _needs_process(process, env):
         from tests.inprocess import run_cli
 
@@ -78,6 +81,7 @@ MATHJUDGE = str(Path(sys.executable).with_name("mathjudge"))
 def run_mathjudge(args: list[str], env: dict[str, str], timeout: float = 600, *,
                   process: bool = False) -> subprocess.CompletedProcess:
     """One ``mathjudge`` command, in this process like ``run_lm_eval`` (or as a process)."""
+    require_e2e("runs mathjudge")
     if not _needs_process(process, env):
         from tests.inprocess import run_cli
 

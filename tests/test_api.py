@@ -148,6 +148,7 @@ def test_settings_that_cannot_work_are_refused_before_any_call(server, tmp_path)
     assert server.call_count == 0  # no judge call was made for any of them
 
 
+@pytest.mark.local_judge
 def test_the_local_judge_offline_with_its_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("MATHJUDGE_CACHE_DIR", str(tmp_path / "cache"))  # a settings layer, as for a task
     answers = [Answer("What is 1/2 + 1/4?", "Adding gives \\boxed{\\frac{3}{4}}.", "\\frac{3}{4}"),
@@ -161,6 +162,7 @@ def test_the_local_judge_offline_with_its_cache(tmp_path, monkeypatch):
     assert os.listdir(tmp_path / "cache")
 
 
+@pytest.mark.e2e
 def test_importing_the_package_and_its_api_names_stays_cheap():
     code = ("import sys, lm_eval_mathjudge\n"
             "from lm_eval_mathjudge import judge_answer, judge_answers, Answer, Judgement, JudgeSettings\n"
@@ -176,6 +178,7 @@ def test_importing_the_package_and_its_api_names_stays_cheap():
         lm_eval_mathjudge.judge_everything  # noqa: B018
 
 
+@pytest.mark.e2e
 def test_the_example_script_runs_offline(tmp_path):
     env = {**os.environ, "MATHJUDGE_CACHE_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     env = {k: v for k, v in env.items() if not k.startswith(("OPENAI_", "GEMINI_", "GOOGLE_"))}
@@ -186,6 +189,7 @@ def test_the_example_script_runs_offline(tmp_path):
     assert [line.rsplit(" ", 1)[-1] for line in lines[1:]] == ["correct=True", "correct=False", "correct=True"]
 
 
+@pytest.mark.e2e
 def test_the_docs_example_runs_as_printed(tmp_path):
     section = (REPO / "docs" / "python.md").read_text()
     code = section.split("```python\n", 1)[1].split("```", 1)[0]

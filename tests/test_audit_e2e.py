@@ -32,6 +32,8 @@ from tests.loopback import ChatCompletionsServer, GeminiServer
 from tests.loopback.openai_batch_server import OpenAIBatchServer
 from tests.loopback.scripted import REPLIES, ScriptedJudge, battery_items, request_text, task_docs
 
+pytestmark = pytest.mark.e2e
+
 MATHJUDGE = str(Path(sys.executable).with_name("mathjudge"))
 GEMINI_CANARY = "AIza-canary-0c4f7e19b2d84a6b"
 DATA = str(SHARED_DATA)

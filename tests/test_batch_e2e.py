@@ -22,6 +22,8 @@ from tests.e2e import CANARY_KEY, LM_EVAL, Run, fenced, run_env, run_lm_eval, ru
 from tests.loopback import ChatCompletionsServer
 from tests.loopback.openai_batch_server import OpenAIBatchServer
 
+pytestmark = pytest.mark.e2e
+
 N = 24
 OUTPUTS = SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
 TASK = "gsm8k_gpt4em"

@@ -176,6 +176,7 @@ def test_threads_with_their_own_connections(tmp_path):
         reader.close()
 
 
+@pytest.mark.e2e
 def test_processes_share_one_cache_directory(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     workers, rows = 4, 100

@@ -42,6 +42,7 @@ def _open_at_once(root, rounds: int, *model) -> list:
     return reports
 
 
+@pytest.mark.e2e
 def test_a_fresh_cache_opened_by_many_processes_at_once_never_fails(tmp_path):
     """Creating a cache (WAL mode, schema) waits for the lock like any write; it used to fail at once."""
     reports = _open_at_once(tmp_path, ROUNDS)
@@ -52,6 +53,7 @@ def test_a_fresh_cache_opened_by_many_processes_at_once_never_fails(tmp_path):
             assert db.execute("SELECT COUNT(*) FROM replies").fetchone()[0] == PROCESSES
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("shape", list(CACHE_SHAPES))
 def test_a_cache_file_an_older_version_left_opened_by_many_processes_at_once(tmp_path, shape):
     """Each opener may find the file to rebuild (eight columns); one does it, none fails, nothing is lost."""

@@ -14,6 +14,8 @@ import pytest
 from lm_eval_mathjudge.core.errors import EXIT_CODES
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.e2e
+
 REPLAY = REPO / "examples" / "data" / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
 DATA = str(REPO / "examples" / "data")
 

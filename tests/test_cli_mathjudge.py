@@ -42,6 +42,7 @@ def test_every_argument_has_help_and_the_help_ends_with_an_example(command, caps
                                                        line.startswith("  lm_eval ") for line in last[1:])
 
 
+@pytest.mark.e2e
 def test_the_module_and_the_script_are_both_called_mathjudge():
     for argv in ([sys.executable, "-m", "lm_eval_mathjudge", "--help"],
                  [os.path.join(os.path.dirname(sys.executable), "mathjudge"), "--help"]):

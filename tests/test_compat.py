@@ -113,6 +113,7 @@ except Exception as exc:
 """
 
 
+@pytest.mark.e2e
 def test_an_unsupported_lm_eval_fails_at_task_build_and_model_creation_not_at_import(tmp_path):
     code = _FAKE_VERSION.format(fake="0.4.11") + _BUILD_TASK
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,

@@ -142,6 +142,7 @@ def _local_file_run(tmp_path):
     return root, url, run
 
 
+@pytest.mark.e2e
 def test_cli_results_record_the_local_file_and_the_judge_endpoint(scenario):
     import hashlib
 
@@ -164,6 +165,7 @@ def _no_data_dir_run(tmp_path):
                        {"HF_HOME": str(tmp_path / "hf")}, tmp_path / "out", timeout=240)
 
 
+@pytest.mark.e2e
 def test_cli_offline_without_a_data_dir_fails_fast_with_the_hint(scenario):
     run = scenario()
     assert run.returncode != 0 and "Running generate_until" not in run.stderr  # stopped while loading the task

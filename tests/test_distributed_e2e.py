@@ -24,7 +24,7 @@ from tests.conftest import write_data_slice
 from tests.e2e import CANARY_KEY, LM_EVAL, Run, exact_match_judge, run_env
 from tests.loopback import ChatCompletionsServer
 
-pytestmark = pytest.mark.distributed
+pytestmark = [pytest.mark.distributed, pytest.mark.e2e]
 
 N = 8
 TASK = "gsm8k_gpt4em"

@@ -40,6 +40,7 @@ def _load(path: Path, name: str):
 
 
 # ------------------------------------------------------------------------------------------ build
+@pytest.mark.e2e
 def test_mkdocs_builds_strictly(tmp_path):
     if shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None:
         pytest.skip("mkdocs is not installed: pip install -e '.[docs]'")
@@ -200,6 +201,7 @@ class _Shell:
         assert code == 0, f"{' '.join(words)} exited {code}:\n{out[-2000:]}\n{err[-4000:]}"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("block,opts", list(_runnable_blocks()))
 def test_runnable_blocks_run_offline(block, opts, tmp_path, request):
     for name in ("examples", "tests", "pyproject.toml"):  # what the blocks name, read-only; outputs stay in tmp_path

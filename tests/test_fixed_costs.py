@@ -102,6 +102,7 @@ def _nothing_leaked(root: Path, *secrets: str) -> None:
 
 
 # ------------------------------------------------------------------------------ end to end
+@pytest.mark.e2e
 def test_a_fully_cached_openai_rerun_sends_nothing_and_never_imports_the_sdk(gsm8k, probe, tmp_path):
     data_dir, replay = gsm8k
     env = {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
@@ -133,6 +134,7 @@ def _vlm_judge(body: dict) -> str:
             f"EXPLANATION: the final answer {answer} {'matches' if flag else 'differs from'} the reference.")
 
 
+@pytest.mark.e2e
 def test_a_fully_cached_gemini_rerun_sends_nothing_and_never_imports_the_sdk(gsm8k, probe, tmp_path):
     data_dir, replay = gsm8k
     env = {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
@@ -152,6 +154,7 @@ def test_a_fully_cached_gemini_rerun_sends_nothing_and_never_imports_the_sdk(gsm
     _nothing_leaked(tmp_path, GEMINI_CANARY)
 
 
+@pytest.mark.e2e
 def test_another_key_is_checked_again_before_generation(gsm8k, tmp_path):
     """The remembered preflight is bound to the credentials: a new (wrong) key is refused before judging."""
     data_dir, replay = gsm8k
@@ -212,6 +215,7 @@ BUILD_WITHOUT_SDK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.e2e
 def test_building_a_backend_and_its_identity_import_no_sdk():
     env = {**os.environ, "OPENAI_API_KEY": CANARY_KEY, "GEMINI_API_KEY": GEMINI_CANARY,
            "PYTHONPATH": str(REPO)}

@@ -29,6 +29,8 @@ from tests.e2e import _INHERITED_PREFIXES, LM_EVAL, run_lm_eval
 from tests.loopback import GeminiServer
 from tests.loopback.google_media_server import GoogleMediaServer
 
+pytestmark = pytest.mark.e2e
+
 N = 3
 TASK = "gsm8k_vlmjudge"
 CANARY = "AIza-canary-google-media-0123456789"

@@ -122,6 +122,7 @@ def _kill_when(proc: subprocess.Popen, ready, timeout: float = 60, signum: int =
     return stderr
 
 
+@pytest.mark.e2e
 def test_sigkill_mid_run_then_rerun_generates_only_what_is_missing(tmp_path, monkeypatch):
     n = 8
     with OpenAIMediaServer(image_responder=lambda body: PNG, latency=0.3) as server:
@@ -142,6 +143,7 @@ def test_sigkill_mid_run_then_rerun_generates_only_what_is_missing(tmp_path, mon
     assert all(Path(a).read_bytes() == PNG for a in answers) and not any(".partial" in a for a in answers)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_killed_or_stopped_while_polling_then_rerun_polls_the_same_jobs(tmp_path, monkeypatch, signum):
     n = 3

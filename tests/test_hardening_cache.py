@@ -80,6 +80,7 @@ except ConfigError as exc:
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user")
 def test_a_read_only_cache_is_a_config_error_at_open():
     root = Path(tempfile.mkdtemp(prefix="mj-ro-"))  # /tmp itself is searchable by every user
@@ -119,6 +120,7 @@ def test_a_lone_surrogate_gets_its_own_key():
     assert request_key({"prompt": "héllo"}) == request_key({"prompt": "héllo"})
 
 
+@pytest.mark.e2e
 def test_leases_let_one_owner_pay_and_take_over_from_dead_or_expired_owners(tmp_path):
     a, b = ReplyCache(str(tmp_path)), ReplyCache(str(tmp_path))
     assert a.claim("k", ttl=30) and not b.claim("k", ttl=30)  # b must wait for a
@@ -149,6 +151,7 @@ def test_leases_let_one_owner_pay_and_take_over_from_dead_or_expired_owners(tmp_
     b.close()
 
 
+@pytest.mark.e2e
 def test_two_processes_sharing_a_cache_pay_for_each_call_once(tmp_path):
     """Two real processes, one cache, a loopback judge that counts requests."""
     prompts = [f"Problem {i}: what is {i} + {i}?" for i in range(24)]

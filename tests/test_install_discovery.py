@@ -20,6 +20,8 @@ import pytest
 from tests.conftest import REPO
 from tests.e2e import run_together
 
+pytestmark = pytest.mark.e2e
+
 TASK = "gsm8k_gpt4em"
 
 

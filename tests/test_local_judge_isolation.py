@@ -36,7 +36,8 @@ NORMAL = [("18", "So she makes 9 * 2 = \\boxed{18} dollars.", True),
           ("3", "Hence x = \\boxed{4}.", False),
           ("\\frac{1}{2}", "The probability is $\\boxed{0.5}$.", True)]
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find workers")
+pytestmark = [pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find workers"),
+              pytest.mark.e2e]  # what is tested is the worker process: its time limit, its death, its parent's
 
 
 def request(answer: str, response: str) -> JudgeRequest:

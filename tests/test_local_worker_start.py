@@ -14,6 +14,8 @@ from lm_eval_mathjudge.core.parsing import parse_exact_match
 from lm_eval_mathjudge.core.types import JudgeRequest
 from tests.conftest import read_jsonl
 
+pytestmark = pytest.mark.e2e
+
 # What a working folder may hold by accident: modules named like the standard library's or this package.
 STRAYS = {
     "inspect.py": "raise SystemExit('a stray inspect.py was imported')\n",

@@ -186,6 +186,7 @@ def test_a_truncated_png_is_never_uploaded_nor_sent(sdk_env, tmp_path, monkeypat
 
 
 # ---------------------------------------------------------------------------------------- the real CLI
+@pytest.mark.e2e
 def test_bad_media_are_counted_failures_and_never_reach_the_judge_through_the_cli(tmp_path):
     data_dir = write_data_slice(tmp_path / "data", 4)
     questions = [r["question"] for r in read_jsonl(data_dir / "gsm8k" / "test.jsonl")]

@@ -44,6 +44,7 @@ def test_lm_evals_tracker_records_the_name(tmp_path):
     assert tracker.model_name == "/x/run.jsonl"  # lm-eval's default, untouched
 
 
+@pytest.mark.e2e
 def test_named_runs_show_their_names_and_the_data_set_in_the_leaderboard(tmp_path):
     env = {"MATHJUDGE_DATA_DIR": str(DATA), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")}
     for name in ("first-model", "second model"):

@@ -205,6 +205,7 @@ print(json.dumps(times))
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("parser", ["parse_exact_match", "parse_vlm"])
 def test_a_1mb_reply_is_never_slow(parser):
     # A guard, not a speed figure (bench/parsing.py has those): milliseconds to a few hundred on a

@@ -109,6 +109,7 @@ def test_missing_paths_and_empty_folders_say_what_to_pass(tmp_path, capsys):
         load_runs([str(tmp_path)])
 
 
+@pytest.mark.e2e
 def test_the_cli_imports_no_numpy_lm_eval_or_matplotlib_until_a_command_runs():
     code = ("import sys, lm_eval_mathjudge.__main__ as m, lm_eval_mathjudge.reports.cli\n"
             "try:\n    m.main(['leaderboard', '--help'])\nexcept SystemExit:\n    pass\n"

@@ -31,6 +31,8 @@ from tests.conftest import SHARED_DATA, read_jsonl
 from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, LM_EVAL, exact_match_judge, question_of
 from tests.loopback import ChatCompletionsServer
 
+pytestmark = pytest.mark.e2e
+
 TASK = "gsm8k_gpt4em"
 ROWS = read_jsonl(SHARED_DATA / "gsm8k" / "test.jsonl")
 N = len(ROWS)  # 100 docs
