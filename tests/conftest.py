@@ -80,9 +80,21 @@ def scenario(_module_scenarios, request):
     return lambda: _module_scenarios.result(request.node.name)
 
 
+@pytest.fixture
+def retry_waits(monkeypatch) -> list[float]:
+    """The waits the one retry layer (calls/retry.py) is asked for, recorded instead of slept: a backoff
+    or a Retry-After is asserted as a number, with no clock."""
+    from lm_eval_mathjudge.calls import retry
+
+    waits: list[float] = []
+    monkeypatch.setitem(retry.call_with_retries.__kwdefaults__, "sleep", waits.append)
+    return waits
+
+
 # ----------------------------------------------------------------- the e2e mark, declared and enforced
-# Each test that runs lm_eval or mathjudge or starts a process says so (pytest.mark.e2e); tests/marks.py
-# fails any other test that does. `pytest -m "not e2e"` is the everyday loop.
+# Each test that runs lm_eval or mathjudge or starts a process says so (pytest.mark.e2e; only the local
+# judge's workers: pytest.mark.local_judge); tests/marks.py fails any other test that does.
+# `pytest -m "not e2e"` is the everyday loop.
 def pytest_configure(config):
     marks.install()
 

@@ -33,7 +33,7 @@ def _run(tmp_path, name: str, metadata: dict, env: dict, *, limit: int = 3, args
     base = {"MATHJUDGE_DATA_DIR": DATA, "MATHJUDGE_CACHE_DIR": str(tmp_path / name / "cache")}
     return run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={REPLAY}", "--tasks", "gsm8k_gpt4em",
                         "--limit", str(limit), "--metadata", json.dumps(metadata), *args],
-                       {**base, **env}, tmp_path / name / "out", timeout=300, process=True)
+                       {**base, **env}, tmp_path / name / "out", process=True)
 
 
 @pytest.fixture(scope="module")

@@ -162,7 +162,7 @@ def _no_data_dir_run(tmp_path):
     replay = REPO / "examples" / "data" / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
     return run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={replay}",
                         "--tasks", "gsm8k_gpt4em", "--metadata", json.dumps({"judge_backend": "local"})],
-                       {"HF_HOME": str(tmp_path / "hf")}, tmp_path / "out", timeout=240)
+                       {"HF_HOME": str(tmp_path / "hf")}, tmp_path / "out")
 
 
 @pytest.mark.e2e

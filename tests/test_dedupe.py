@@ -21,6 +21,7 @@ from lm_eval_mathjudge.judging.flights import Flights
 from lm_eval_mathjudge.settings.layers import resolve_run_options
 from lm_eval_mathjudge.settings.schema import JudgeSettings
 from tests.conftest import write_data_slice
+from tests.e2e import THREAD_WAIT_S
 
 HALF = r"\frac{1}{2}"
 # One problem's four samples (gold 1/2) and how a careful judge grades each: three ways to write 1/2, a wrong one.
@@ -142,7 +143,7 @@ def test_two_identical_requests_in_flight_make_one_call(monkeypatch):
             for t in threads:
                 t.start()
             for t in threads:
-                t.join(10)
+                t.join(THREAD_WAIT_S)
             assert server.call_count == 1
             assert [o.verdict.correct for o in outcomes] == [True, True]
             assert client.stats.calls == 1 and client.stats.as_dict()["shared_in_flight"] == 1
@@ -201,7 +202,7 @@ def test_a_failed_first_call_lets_the_waiter_ask_itself():
     def failing():
         calls.append("first")
         entered.set()
-        release.wait(5)
+        release.wait(THREAD_WAIT_S)
         raise RuntimeError("connection reset")
 
     def first():
@@ -209,13 +210,13 @@ def test_a_failed_first_call_lets_the_waiter_ask_itself():
             flights.run("k", failing, 5)
     thread = threading.Thread(target=first)
     thread.start()
-    entered.wait(5)
+    entered.wait(THREAD_WAIT_S)
     result: list = []
     waiter = threading.Thread(target=lambda: result.append(flights.run("k", lambda: calls.append("own") or 7, 5)))
     waiter.start()
     release.set()
-    thread.join(5)
-    waiter.join(5)
+    thread.join(THREAD_WAIT_S)
+    waiter.join(THREAD_WAIT_S)
     assert result == [(7, False)] and calls == ["first", "own"]
 
 

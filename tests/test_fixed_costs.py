@@ -28,7 +28,7 @@ from lm_eval_mathjudge.core.parsing import parse_exact_match
 from lm_eval_mathjudge.core.redact import public_url
 from lm_eval_mathjudge.core.types import JudgeRequest, Reply
 from tests.conftest import REPO, read_jsonl
-from tests.e2e import CANARY_KEY, boxed, exact_match_judge, run_lm_eval
+from tests.e2e import CANARY_KEY, TIMEOUT_S, boxed, exact_match_judge, run_lm_eval
 from tests.loopback import ChatCompletionsServer, GeminiServer
 
 N = 4
@@ -187,7 +187,9 @@ def test_process_docs_runs_once_per_task_however_often_lm_eval_asks(data_slice, 
         return real(dataset)
     monkeypatch.setattr(data, "gsm8k", counted)  # the YAML's !function resolves it when the task is built
     monkeypatch.setenv("MATHJUDGE_DATA_DIR", str(data_slice(N)))
-    task = TaskManager(metadata={"judge_backend": "local"}).load(["gsm8k_gpt4em"])["tasks"]["gsm8k_gpt4em"]
+    tasks = TaskManager(include_defaults=False, include_path=str(REPO / "task_configs"),  # not lm-eval's 15,000
+                        metadata={"judge_backend": "local"})
+    task = tasks.load(["gsm8k_gpt4em"])["tasks"]["gsm8k_gpt4em"]
     assert calls == [N]  # building the task asked twice (few-shot pool, doc list)
     docs = task.eval_docs
     assert get_sample_size(task, 2) == 2 and [i for i, _ in task.doc_iterator(limit=2)] == [0, 1]
@@ -220,7 +222,7 @@ def test_building_a_backend_and_its_identity_import_no_sdk():
     env = {**os.environ, "OPENAI_API_KEY": CANARY_KEY, "GEMINI_API_KEY": GEMINI_CANARY,
            "PYTHONPATH": str(REPO)}
     out = subprocess.run([sys.executable, "-c", BUILD_WITHOUT_SDK, "http://127.0.0.1:9/v1/"], env=env,
-                         capture_output=True, text=True, timeout=120, check=True).stdout
+                         capture_output=True, text=True, timeout=TIMEOUT_S, check=True).stdout
     assert json.loads(out) == {"endpoints": ["http://127.0.0.1:9/v1"] * 2, "loaded": []}
 
 

@@ -22,6 +22,7 @@ import pytest
 from lm_eval_mathjudge.__main__ import main
 from tests.conftest import REPO, SHARED_DATA
 from tests.reports_fixtures import MODELS, three_runs
+from tests.e2e import TIMEOUT_S
 
 DATA_FILE = SHARED_DATA / "gsm8k" / "test.jsonl"  # where the runs' docs come from (MATHJUDGE_DATA_DIR)
 
@@ -159,7 +160,7 @@ def test_html_page_renders_the_table_in_a_headless_browser(board):
     with tempfile.TemporaryDirectory() as profile:
         dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                               "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
-                              "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+                              "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=TIMEOUT_S).stdout
     parser = _Tables()
     parser.feed(dom)
     assert len(parser.tables) == 1
@@ -195,7 +196,7 @@ def test_without_matplotlib_the_png_is_skipped_with_the_install_hint(runs, tmp_p
     code = ("import sys; sys.modules['matplotlib'] = None\n"  # import matplotlib -> ImportError
             "from lm_eval_mathjudge.__main__ import main\n"
             f"sys.exit(main(['leaderboard', {str(runs.run_dir('gpt3-fixed'))!r}, '--out', {str(tmp_path)!r}]))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
     # this test environment is an editable install of the checkout: the hint installs the extra from it
     assert f"pip install -e '{REPO}[report]'" in proc.stderr
@@ -206,7 +207,7 @@ def test_without_matplotlib_the_png_is_skipped_with_the_install_hint(runs, tmp_p
 def test_console_script_runs_the_leaderboard(runs, tmp_path):
     script = Path(sys.executable).with_name("mathjudge")
     proc = subprocess.run([str(script), "leaderboard", str(runs.out), "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("# Leaderboard") and (tmp_path / "leaderboard.png").is_file()
     # the built-in predict-only run under runs.out has no scores: it is not a row
