@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import signal
 import socket
 from pathlib import Path
 
@@ -97,6 +98,11 @@ def retry_waits(monkeypatch) -> list[float]:
 # `pytest -m "not e2e"` is the everyday loop.
 def pytest_configure(config):
     marks.install()
+    # A suite started in the background (`pytest ... &` in a script, nohup) inherits SIGINT ignored; the
+    # stop tests, and the runs they signal (a process keeps an ignored signal ignored), need it as a
+    # terminal gives it.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(wrapper=True)
