@@ -7,11 +7,13 @@ layout if wanted.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
 import signal
 import socket
+import ssl
 from pathlib import Path
 
 import pytest
@@ -103,6 +105,20 @@ def pytest_configure(config):
     # terminal gives it.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    _one_tls_context_per_ca_file()
+
+
+def _one_tls_context_per_ca_file() -> None:
+    """Each SDK client loads the CA file into TLS contexts of its own (google-genai: three a client, about
+    0.1 s of CPU each, most of a Gemini wire test's CPU). The tests speak plain HTTP to loopback only, so
+    contexts made from the same arguments are made once and shared."""
+    make = ssl.create_default_context
+
+    @functools.lru_cache(maxsize=None)
+    def shared(purpose=ssl.Purpose.SERVER_AUTH, *, cafile=None, capath=None, cadata=None):
+        return make(purpose, cafile=cafile, capath=capath, cadata=cadata)
+
+    ssl.create_default_context = shared
 
 
 @pytest.hookimpl(wrapper=True)
