@@ -77,6 +77,7 @@ def test_the_docs_example_compares_like_with_like(runs, capsys, tmp_path):
     assert float(row["corrected"]) == pytest.approx(float(row["value"])) == pytest.approx(0.60)
 
 
+@pytest.mark.e2e
 def test_calibrate_reports_the_judges_error_rates_and_the_leaderboard_corrects_with_them(runs, capsys, tmp_path):
     # Labels without the responses they judged apply to gpt3-mixed as given: against them its judge has
     # 54 TP, 6 FP, 4 FN, 36 TN (the 10 changed answers)
