@@ -109,7 +109,7 @@ import os
 
 from openai import OpenAI
 
-from lm_eval_mathjudge.core import docs as data
+from lm_eval_mathjudge.core import data_sets, docs as data
 from lm_eval_mathjudge.settings.models import DEFAULT_EXACT_MATCH_MODEL
 from lm_eval_mathjudge.core.judges import EXACT_MATCH
 from lm_eval_mathjudge.core.errors import UnparseableReply
@@ -121,6 +121,9 @@ _client = None
 def load_docs(**_kwargs):
     """The same local GSM8K file and loader as the plugin (MATHJUDGE_DATA_DIR)."""
     return data.load_local(os.environ["MATHJUDGE_DATA_DIR"], "gsm8k", "test")
+
+
+process_docs = data_sets.get("gsm8k").process_docs  # the plugin's own (its data-set registry entry)
 
 
 def process_results(doc, results):
@@ -162,21 +165,23 @@ def _plugin_yaml(name: str) -> dict:
 
 def write_baseline_task(folder: Path) -> None:
     """The baseline YAML: the plugin task's prompt, target and generation settings, minus its class."""
-    judge_base, data_base = _plugin_yaml("_judge_gpt4em.yaml"), _plugin_yaml("_data_gsm8k.yaml")
+    from lm_eval_mathjudge.core import data_sets
+
+    judge_base, gsm8k = _plugin_yaml("_judge_gpt4em.yaml"), data_sets.get("gsm8k")
     config = {
         "task": BASELINE_TASK,
-        "test_split": data_base["test_split"],
+        "test_split": gsm8k.split,
         "output_type": judge_base["output_type"],
         "num_fewshot": judge_base["num_fewshot"],
         "doc_to_text": judge_base["doc_to_text"],
         "doc_to_target": judge_base["doc_to_target"],
-        "generation_kwargs": data_base["generation_kwargs"],
+        "generation_kwargs": {**judge_base["generation_kwargs"], "max_gen_toks": gsm8k.max_gen_toks},
         "metric_list": [{"metric": METRIC, "aggregation": "mean", "higher_is_better": True}],
         "metadata": {"version": 1.0},
     }
     text = yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=10_000)
     text += ("custom_dataset: !function baseline_judge.load_docs\n"
-             "process_docs: !function lm_eval_mathjudge.core.docs.gsm8k\n"
+             "process_docs: !function baseline_judge.process_docs\n"
              "process_results: !function baseline_judge.process_results\n")
     (folder / f"{BASELINE_TASK}.yaml").write_text(text, encoding="utf-8")
     (folder / "baseline_judge.py").write_text(BASELINE_PY, encoding="utf-8")

@@ -14,6 +14,8 @@ Sets (all shipped with the project unless named):
 * ``mathverify``: Math-Verify's own 269 cases (``tests/data/mathverify``), the 256 whose expectation holds
   under the judge's settings, expected-equal and expected-different apart;
 * ``probes``: the held-out probe set (``tests/probe_answers.py``): honest, gamed and undecidable answers;
+* ``held-out``: the reviewer's probe set (``tests/heldout_answers.py``): honest (right), gamed (wrong), and
+  answers the rule cannot compare, labelled by whether they are right;
 * ``--solutions FILE``: ``example_model_solutions.jsonl`` of openai/grade-school-math (5,276 labelled
   solutions of four GPT-3 models); ``--forms`` also rewrites each final ``A: N`` line in five other endings;
 * ``--references DIR``: the reference solutions of the full data sets (``DIR/<set>/test.jsonl``) against
@@ -51,8 +53,6 @@ FORMS = {
     "hashes": "{work}\n#### {final}",
     "minerva": "{work}\nFinal Answer: The final answer is ${final}$. I hope it is correct.",
 }
-REFERENCE_SETS = {"gsm8k": ("question", "answer"), "math500": ("problem", "solution"),
-                  "omnimath": ("problem", "solution"), "aime24": ("problem", "solution")}
 Item = tuple[str, str, str, str, bool]  # (set, gold, response, question, label: right or not)
 
 
@@ -65,13 +65,12 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def gsm8k_gold(solution: str) -> str:
-    return solution.rsplit("####", 1)[-1].strip().replace(",", "")
-
-
 def shipped_gsm8k() -> list[Item]:
     data = REPO / "examples" / "data"
-    golds = [gsm8k_gold(r["answer"]) for r in read_jsonl(data / "gsm8k" / "test.jsonl")]
+    from lm_eval_mathjudge.core import data_sets
+
+    gsm8k = data_sets.get("gsm8k")
+    golds = [gsm8k.fields(r)[2] for r in read_jsonl(data / "gsm8k" / "test.jsonl")]
     return [("gsm8k-100", golds[r["doc_id"]], r["response"], r["question"], bool(r["is_correct"]))
             for r in read_jsonl(data / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl")]
 
@@ -91,6 +90,16 @@ def probes() -> list[Item]:
     return items + [("probes / undecidable", g, r, "", False) for g, r in UNDECIDABLE]
 
 
+def heldout() -> list[Item]:
+    from tests.heldout_answers import GAMED, HONEST, HONEST_UNDECIDED, PROVED_DIFFERENT, UNDECIDABLE
+
+    items = [("held-out / honest", g, r, "", True) for rows in HONEST.values() for g, r in rows]
+    items += [("held-out / honest", g, r, "", True) for g, r in HONEST_UNDECIDED]
+    items += [("held-out / gamed", g, r, "", False) for rows in GAMED.values() for g, r in rows]
+    items += [("held-out / undecidable", g, r, "", right) for g, r, right in UNDECIDABLE]
+    return items + [("held-out / proved different", g, r, "", False) for g, r in PROVED_DIFFERENT]
+
+
 def solutions(path: Path, forms: bool) -> list[Item]:
     items = []
     for row in read_jsonl(path):
@@ -104,16 +113,19 @@ def solutions(path: Path, forms: bool) -> list[Item]:
 
 
 def references(data_dir: Path) -> list[Item]:
+    """Every reference solution of the data sets that have one (the registry), as written and with a
+    final line added."""
+    from lm_eval_mathjudge.core import data_sets
+
     items = []
-    for name, (question_key, solution_key) in REFERENCE_SETS.items():
-        path = data_dir / name / "test.jsonl"
+    for entry in (e for e in data_sets.BUILT_IN if e.has_solution):
+        path = data_dir / entry.local_name / "test.jsonl"
         for row in read_jsonl(path) if path.is_file() else []:
-            gold = gsm8k_gold(row["answer"]) if name == "gsm8k" else str(int(row["answer"])) if \
-                name == "aime24" else str(row["answer"]).strip()
-            solution = row[solution_key]
-            items.append((f"{name} references / as written", gold, solution, row[question_key], True))
-            items.append((f"{name} references / final line added", gold,
-                          f"{solution}\n\nTherefore, the final answer is $\\boxed{{{gold}}}$.", row[question_key], True))
+            question, _, gold = entry.fields(row)
+            solution = row[entry.solution]
+            items.append((f"{entry.name} references / as written", gold, solution, question, True))
+            items.append((f"{entry.name} references / final line added", gold,
+                          f"{solution}\n\nTherefore, the final answer is $\\boxed{{{gold}}}$.", question, True))
     return items
 
 
@@ -181,7 +193,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.solutions is not None and not args.solutions.is_file():
         parser.error(f"{args.solutions} is not a file (give example_model_solutions.jsonl)")
-    items = shipped_gsm8k() + mathverify() + probes()
+    items = shipped_gsm8k() + mathverify() + probes() + heldout()
     if args.solutions is not None:
         items += solutions(args.solutions, args.forms)
     if args.references is not None:

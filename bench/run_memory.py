@@ -34,7 +34,7 @@ from lm_eval_mathjudge.judging import schedule  # noqa: E402
 from lm_eval_mathjudge.judging.cache import Reply  # noqa: E402
 from lm_eval_mathjudge.judging.client import JudgeClient  # noqa: E402
 from lm_eval_mathjudge.settings.schema import JudgeSettings  # noqa: E402
-from lm_eval_mathjudge.core.docs import gsm8k_answer  # noqa: E402
+from lm_eval_mathjudge.core.data_sets import gsm8k_answer  # noqa: E402
 from lm_eval_mathjudge.core.judges import EXACT_MATCH  # noqa: E402
 from lm_eval_mathjudge.core import prompts  # noqa: E402
 

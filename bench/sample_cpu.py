@@ -37,7 +37,7 @@ from _common import REPO, finish, read_jsonl
 
 from lm_eval_mathjudge import backends
 from lm_eval_mathjudge.judging import client as client_module
-from lm_eval_mathjudge.core import docs as data, prompts
+from lm_eval_mathjudge.core import data_sets, prompts
 from lm_eval_mathjudge.judging.cache import ReplyCache
 from lm_eval_mathjudge.judging.client import JudgeClient
 from lm_eval_mathjudge.settings.schema import JudgeSettings
@@ -94,7 +94,7 @@ def requests(n: int, source: Path):
     import datasets
 
     rows = list(read_jsonl(source))[:n]
-    docs = data.gsm8k(datasets.Dataset.from_list(rows))
+    docs = data_sets.get("gsm8k").process_docs(datasets.Dataset.from_list(rows))
     judge = JUDGES["exact_match"]
     answers = [r["answer"].rpartition("####") for r in rows]
     return [judge.request(doc, f"{steps.strip()}\nSo the answer is \\boxed{{{gold.strip()}}}.")

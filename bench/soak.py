@@ -81,12 +81,12 @@ class FaultyJudge(ChatCompletionsServer):
 def build_prompts(data_dir: Path, docs: int) -> tuple[list[str], list[bool]]:
     import datasets
 
-    from lm_eval_mathjudge.core.docs import gsm8k
+    from lm_eval_mathjudge.core import data_sets
     from lm_eval_mathjudge.core.judges import JUDGES
 
     rows = [json.loads(line) for line in (data_dir / "gsm8k" / "test.jsonl").read_text().splitlines() if line][:docs]
     prompts, truth = [], []
-    for doc in gsm8k(datasets.Dataset.from_list(rows)):
+    for doc in data_sets.get("gsm8k").process_docs(datasets.Dataset.from_list(rows)):
         gold = doc["mj_answer"]
         for answer, correct in ((gold, True), (str(int(float(gold)) + 1), False)):
             response = f"Working through the problem step by step gives {answer}.\n\\boxed{{{answer}}}"

@@ -31,9 +31,10 @@ from _common import REPO, base_env, lm_eval_exe, machine, now, read_jsonl  # noq
 
 import subprocess  # noqa: E402
 
+from lm_eval_mathjudge.core import data_sets  # noqa: E402
 from tests.loopback import ChatCompletionsServer, GeminiServer  # noqa: E402
 
-DATASETS = ("gsm8k", "math500", "aime24", "aime25", "omnimath")
+DATASETS = tuple(entry.name for entry in data_sets.BUILT_IN)  # the two groups' data sets
 WRONG = "999999"
 
 
@@ -72,10 +73,10 @@ def generations(data_dir: Path, limit: int, path: Path) -> dict[str, str]:
     questions = {}
     with open(path, "w", encoding="utf-8") as fh:
         for ds in DATASETS:
-            for i, row in enumerate(read_jsonl(data_dir / ds / "test.jsonl")):
+            for i, row in enumerate(read_jsonl(data_dir / data_sets.get(ds).local_name / "test.jsonl")):
                 if i >= limit:
                     break
-                question = row.get("question") or row["problem"]
+                question = row[data_sets.get(ds).question]
                 questions[question] = ds
                 answer = WRONG if i % 3 == 0 else "42"
                 response = f"[{ds} doc {i}] So the answer is {answer}.\n\\boxed{{{answer}}}"

@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lm_eval_mathjudge.core import docs as data  # noqa: E402
+from lm_eval_mathjudge.core import data_sets  # noqa: E402
 from lm_eval_mathjudge.cost import token_rules
 from lm_eval_mathjudge.core.judges import JUDGES  # noqa: E402
 
@@ -43,8 +43,6 @@ URLS = {"cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl1
         "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"}
 HASHES = {"cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
           "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"}
-DATASETS = {"gsm8k": data.gsm8k, "math500": data.with_solution, "aime24": data.aime_with_solution,
-            "aime25": data.answer_only, "omnimath": data.with_solution}
 
 
 def install_encodings(folder: Path, cache: Path) -> None:
@@ -60,9 +58,9 @@ def install_encodings(folder: Path, cache: Path) -> None:
 def docs(data_dir: Path, name: str) -> list[dict]:
     import datasets
 
-    with open(data_dir / name / "test.jsonl", encoding="utf-8") as fh:
+    with open(data_dir / data_sets.get(name).local_name / "test.jsonl", encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
-    return list(DATASETS[name](datasets.Dataset.from_list(rows)))
+    return list(data_sets.get(name).process_docs(datasets.Dataset.from_list(rows)))
 
 
 def responses(data_dir: Path, name: str, rows: list[dict]) -> list[str]:
@@ -88,8 +86,8 @@ def main() -> None:
           + " ".join(f"{n + ' real':>16} {'est/real':>8} {'p5-p95 per request':>19} {'chars/4 / real':>14}"
                      for n in encodings))
     medians: dict[str, float] = {}
-    for name in DATASETS:
-        if not (args.data / name / "test.jsonl").exists():
+    for name in (entry.name for entry in data_sets.BUILT_IN):
+        if not (args.data / data_sets.get(name).local_name / "test.jsonl").exists():
             continue
         rows = docs(args.data, name)
         outs = responses(args.data, name, rows)

@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 from _common import (REPO, GSM8K_TEST, add_common_arguments, base_env, check_common_arguments, finish, fmt,
                      gold_of, judge_run_stats, last_line_has, machine, metric_of, now, read_jsonl, read_results,
                      read_samples, run_replay)
-from lm_eval_mathjudge.core import docs as data
+from lm_eval_mathjudge.core.data_sets import gsm8k_answer
 from lm_eval_mathjudge.backends.gemini.files import FILE_POLL_SECONDS, INLINE_MAX_BYTES
 from tests import media_fixtures
 from tests.loopback import GeminiServer
@@ -151,7 +151,7 @@ def large_indices(n: int, count: int) -> set[int]:
 
 def expected_text_final(replay: Path, docs: list[dict], n: int) -> float:
     """final_correct the responder's rule gives on the first n recorded outputs, computed here offline."""
-    gold = {d["question"]: data.gsm8k_answer(d["answer"]) for d in docs}
+    gold = {d["question"]: gsm8k_answer(d["answer"]) for d in docs}
     rows = [r for r in read_jsonl(replay) if r["question"] in gold][:n]
     return sum(last_line_has(gold[r["question"]], r["response"])[0] for r in rows) / n
 

@@ -45,8 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "MATHJUDGE_DATA_DIR": str(REPO / "examples" / "data"), "HF_HUB_OFFLINE": "1"}
-    for name in MODELS:  # relative paths from the replay folder: lm-eval names each model after its file
-        subprocess.run([str(bin_dir / "lm_eval"), "--model", "mathjudge-replay", "--model_args", f"path={name}.jsonl",
+    for name in MODELS:  # model=NAME: the name lm-eval records, and the leaderboard shows
+        subprocess.run([str(bin_dir / "lm_eval"), "--model", "mathjudge-replay", "--model_args",
+                        f"path={name}.jsonl,model={name}",
                         "--tasks", "gsm8k_gpt4em", "--metadata", '{"judge_backend": "local"}', "--log_samples",
                         "--output_path", str(out / "runs" / name)], cwd=out / "replays", env=env, check=True,
                        stdout=subprocess.DEVNULL)

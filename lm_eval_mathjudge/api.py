@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .core import docs
+from .core.data_sets import answer_only
 from .core.errors import ConfigError, MediaError
 from .core.judges import JUDGES, Judge
 from .core.types import JudgeRequest, Outcome, clean_text
@@ -48,8 +48,8 @@ class Answer:
                 raise ConfigError(f"Answer.{name} must be text, not {type(value).__name__} {value!r:.40}")
 
     def doc(self) -> dict[str, str]:
-        """The fields a task's doc carries (``core.docs``), from which the judge's request is built."""
-        reference = self.reference or f"The final answer is {self.gold}. {docs.NO_SOLUTION}"
+        """The fields a task's doc carries (``core.data_sets``), from which the judge's request is built."""
+        reference = self.reference or answer_only(self.gold)
         return {"mj_question": self.question, "mj_reference": reference, "mj_answer": self.gold}
 
 

@@ -1,7 +1,8 @@
-"""The one place where the supported lm-eval versions differ.
+"""The one place where lm-eval versions differ.
 
-Supported: lm-eval 0.4.12, 0.4.13 and the 0.5.0.dev1 pre-release. What differs,
-and how this module hides it:
+Tested: lm-eval 0.4.12, 0.4.13 and the 0.5.0.dev1 pre-release; later releases up to 0.6 are
+allowed, and any lm-eval is refused only when it lacks an internal the plugin needs (``missing``:
+features are detected, versions are not compared). What differs, and how this module hides it:
 
 =====================  ==============================  ===================================
                        0.4.12 / 0.4.13                 0.5.0.dev1
@@ -35,16 +36,17 @@ finished generations   ``CacheHook.add_partial(attr, args, result)`` and ``hash_
 result table           ``lm_eval.utils.make_table(results[, "groups"])`` in all three
 recorded model name    ``GeneralConfigTracker.log_experiment_args(model_source, model_args, ...)``
                        in ``lm_eval.loggers.evaluation_tracker`` sets ``model_name`` from
-                       ``model_args`` in all three (``_startup`` lets ``name=`` win for our models)
+                       ``model_args`` in all three (``pretrained=``, ``model=``, ``path=``, ...:
+                       our models take the name as ``model=``)
 a model by its name    ``lm_eval.api.registry.get_model(name)``, the same in all three
 filter pipelines       ``task._filters``                  ``scorer.filter`` of each scorer
 =====================  ==============================  ===================================
 
 Everything that touches lm-eval is imported inside functions, so importing
 this module costs nothing of lm-eval's. ``TaskBase`` is built on first
-access (PEP 562 ``__getattr__``), after the version check, so an unsupported
-lm-eval fails with :class:`UnsupportedLmEvalError` naming the supported range
-when a task is built or the replay model is created, never at import.
+access (PEP 562 ``__getattr__``), after the check of the internals it needs, so an lm-eval
+that lacks one fails with :class:`UnsupportedLmEvalError` naming what is missing when a task is
+built or the replay model is created, never at import.
 """
 
 from __future__ import annotations
@@ -53,23 +55,25 @@ from typing import Any, Callable
 
 from .core.errors import ConfigError
 
-SUPPORTED = "lm-eval 0.4.12, 0.4.13 or 0.5.0.dev1"
-# What pyproject.toml declares (tests/test_compat.py keeps the two in step). PEP 440 specifier
-# sets are intersections, so "0.4.12 to 0.4.13, or 0.5.0.dev1" cannot be written exactly:
-# * "<0.5" would exclude 0.5.0.dev1 (a "<V" bound excludes V's own pre-releases), so a plain
-#   `pip install .` replaced an installed 0.5.0.dev1 with 0.4.13;
-# * "<=0.5.0.dev1" or "<0.5.0.dev2" name a pre-release, which makes pip (26) prefer
-#   0.5.0.dev1 on a fresh install without --pre;
-# * "<=0.5.0,!=0.5.0" names no pre-release: a fresh install gets 0.4.13, `--pre` gets
-#   0.5.0.dev1, and an installed 0.5.0.dev1 is kept. It also admits later 0.4.x finals (after
-#   0.4.14) and other 0.5.0 pre-releases, which supported() refuses when a task is built.
-PIP_REQUIREMENT = "lm-eval>=0.4.12,<=0.5.0,!=0.5.0,!=0.4.13.dev0,!=0.4.14.*,!=0.5.0.dev0"
-_RELEASES_04 = ((0, 4, 12), (0, 4, 13))
-_PRERELEASE_05 = "0.5.0.dev1"
+TESTED = "lm-eval 0.4.12, 0.4.13 and 0.5.0.dev1"  # what CI runs on (.ci/run); newer ones are allowed
+# What pyproject.toml declares (tests/test_compat.py keeps the two in step): the tested releases and
+# the ones after them up to 0.6. A fresh install takes the newest final release, `--pre` the newest
+# pre-release, and an installed 0.5.0.dev1 is kept. Whether an lm-eval can run the plugin is decided
+# by what it has (``missing``), never by its version number.
+PIP_REQUIREMENT = "lm-eval>=0.4.12,<0.6"
+
+# The internals the plugin uses, as (module, attribute): lm-eval's public and semi-public API.
+_NEEDED = (("lm_eval.tasks.manager", "TaskManager"), ("lm_eval.api.registry", "model_registry"),
+           ("lm_eval.api.registry", "metric_registry"), ("lm_eval.api.registry", "register_metric"),
+           ("lm_eval.api.registry", "get_model"), ("lm_eval.api.model", "LM"), ("lm_eval.api.model", "CacheHook"),
+           ("lm_eval.api.model", "hash_args"), ("lm_eval.utils", "make_table"))
+# A task line: 0.5's scorers (GenerateTask + GenScorer), or 0.4's ConfigurableTask scoring per doc.
+_SCORER_LINE = (("lm_eval.api.task", "GenerateTask"), ("lm_eval.scorers", "GenScorer"), ("lm_eval.scorers", "ScoredDoc"))
+_PER_DOC_LINE = (("lm_eval.api.task", "ConfigurableTask"),)
 
 
 class UnsupportedLmEvalError(ConfigError):
-    """The installed lm-eval is not one this release was tested with."""
+    """The installed lm-eval lacks an internal the plugin needs."""
 
     family = "version"
 
@@ -84,35 +88,49 @@ def installed_version() -> str | None:
         return None
 
 
-def supported(version: str) -> bool:
-    """True for 0.4.12 and 0.4.13 (with post releases) and exactly 0.5.0.dev1."""
-    from packaging.version import InvalidVersion, Version
+def _has(module: str, name: str) -> bool:
+    import importlib
 
     try:
-        parsed = Version(version)
-    except InvalidVersion:
+        return hasattr(importlib.import_module(module), name)
+    except Exception:  # noqa: BLE001 - a module that is missing or fails to import is a missing feature
         return False
-    if parsed.public == _PRERELEASE_05:
-        return True
-    return tuple(parsed.release[:3]) in _RELEASES_04 and not parsed.is_prerelease
 
 
-def require_supported(version: str | None = None) -> str:
-    """Return the installed lm-eval version, or raise a clear error if it is not supported."""
-    version = installed_version() if version is None else version
-    if version is None or not supported(version):
+def has_scorers() -> bool:
+    """True where lm-eval scores through scorers (the 0.5 line: GenerateTask, lazy datasets, the
+    ``(config)`` task constructor), False where tasks score per doc (0.4)."""
+    return all(_has(m, n) for m, n in _SCORER_LINE)
+
+
+def missing() -> list[str]:
+    """The internals the plugin needs that the installed lm-eval lacks ("module.name"), [] when none."""
+    if installed_version() is None:
+        return ["lm_eval (not installed)"]
+    gone = [f"{m}.{n}" for m, n in _NEEDED if not _has(m, n)]
+    if not has_scorers() and not _concrete_configurable_task():
+        gone.append("lm_eval.api.task.ConfigurableTask (a concrete task class) or lm_eval.scorers")
+    return gone
+
+
+def _concrete_configurable_task() -> bool:
+    if not all(_has(m, n) for m, n in _PER_DOC_LINE):
+        return False
+    from lm_eval.api.task import ConfigurableTask
+
+    return not getattr(ConfigurableTask, "__abstractmethods__", None)
+
+
+def require_supported() -> str:
+    """Return the installed lm-eval version, or raise a clear error naming what it lacks."""
+    gone = missing()
+    if gone:
+        version = installed_version()
         found = "no lm-eval" if version is None else f"lm-eval {version}"
         raise UnsupportedLmEvalError(
-            f"lm_eval_mathjudge supports {SUPPORTED}, but {found} is installed. Install a supported one: "
-            f"pip install 'lm-eval==0.4.13' (or pip install --pre 'lm-eval==0.5.0.dev1').")
-    return version
-
-
-def is_05(version: str | None = None) -> bool:
-    """True on the 0.5 line (scorers, lazy datasets, new Task constructor)."""
-    from packaging.version import Version
-
-    return Version(require_supported(version)).release[:2] >= (0, 5)
+            f"lm_eval_mathjudge cannot run on {found}: it lacks {', '.join(gone)}. The plugin is tested on "
+            f"{TESTED}; install one of those: pip install 'lm-eval==0.4.13'.")
+    return str(installed_version())
 
 
 def register_metric(name: str, higher_is_better: bool) -> None:
@@ -203,7 +221,7 @@ _PER_RESPONSE_FILTERS = frozenset({"NoopFilter", "TakeFirstFilter", "TakeKFilter
 
 def filter_ensembles(task: Any) -> list:
     """The task's named filter pipelines (0.4: ``task._filters``; 0.5: one per scorer)."""
-    if is_05():
+    if has_scorers():
         return [scorer.filter for scorer in getattr(task, "_scorers", None) or []]
     return list(getattr(task, "_filters", None) or [])
 
@@ -239,11 +257,21 @@ def generation_cache_file(prefix: str, rank: int) -> str:
     """The file ``--use_cache PREFIX`` reads for this rank."""
     import os
 
-    from packaging.version import Version
-
-    if not rank and Version(require_supported()).release[:3] == (0, 4, 13):  # LOCAL_RANK under torchrun
+    if not rank and _cache_reads_local_rank():  # under torchrun every process has rank 0: LOCAL_RANK tells
         rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
     return f"{prefix}_rank{rank}.db"
+
+
+def _cache_reads_local_rank() -> bool:
+    """Whether lm-eval names its ``--use_cache`` file by ``LOCAL_RANK`` when the rank is 0 (0.4.13 on)."""
+    import inspect
+
+    import lm_eval.evaluator
+
+    try:
+        return "LOCAL_RANK" in inspect.getsource(lm_eval.evaluator.simple_evaluate)
+    except (OSError, TypeError):  # no source shipped: the newer rule
+        return True
 
 
 def write_generation_cache(path: str, generations: dict[str, str]) -> None:
@@ -263,7 +291,8 @@ def write_generation_cache(path: str, generations: dict[str, str]) -> None:
 
 def __getattr__(name: str):  # PEP 562: TaskBase is built when first asked for
     if name == "TaskBase":
-        base = _task_base_05() if is_05() else _task_base_04()
+        require_supported()
+        base = _task_base_05() if has_scorers() else _task_base_04()
         globals()["TaskBase"] = base
         return base
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -148,6 +148,24 @@ GEMINI_SDK_ENV = ("GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_U
                   "https_proxy", "all_proxy")
 
 
+# Runs a command and writes its peak RSS (KiB) to a file. The peak must come from a small process: a
+# child's ru_maxrss starts at its parent's high-water mark (Linux keeps it across the vfork and exec that
+# start it), so measured from a big pytest worker it reads the worker's size; this wrapper's own children
+# start from the wrapper's few MiB. Usage: python -c PEAK_RSS_WRAPPER REPORT_FILE COMMAND...
+PEAK_RSS_WRAPPER = ("import resource, subprocess, sys\n"
+                    "code = subprocess.call(sys.argv[2:])\n"
+                    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+                    "sys.exit(code)\n")
+
+
+def generator_settings(tmp_path, model: str, **overrides):
+    """A generator's shared settings for wire tests: media under tmp_path, short polls, no waiting."""
+    from lm_eval_mathjudge.generators.settings import GeneratorSettings
+
+    return GeneratorSettings(**{"model": model, "media_dir": str(tmp_path / "media"), "timeout": 10.0,
+                                "poll_interval": 0.0, "poll_timeout": 30.0, **overrides})
+
+
 def isolate_gemini_sdk(monkeypatch, key: str) -> None:
     """google-genai talks to the loopback server with ``key`` only; retries and File API polls are fast."""
     import functools
@@ -313,3 +331,52 @@ def rule_outcome(backend, gold: str, response: str, question: str = "") -> RuleO
         return RuleOutcome("undecided", str(exc))
     verdict = parse_exact_match(reply.text)
     return RuleOutcome("correct" if verdict.correct else "incorrect", verdict.analysis)
+
+
+def install_distribution(site, name: str, modules: dict[str, str], entry_points: dict[str, dict[str, str]]) -> None:
+    """A distribution laid out in the folder ``site`` as pip installs one: its modules and a ``.dist-info`` with
+    its entry points (group -> {name: "module:attribute"}). importlib.metadata finds it once ``site`` is on
+    sys.path (or PYTHONPATH for another process)."""
+    from pathlib import Path
+
+    site = Path(site)
+    info = site / f"{name.replace('-', '_')}-0.1.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{key} = {value}\n" for key, value in points.items())
+        for group, points in entry_points.items()))
+    for module, source in modules.items():
+        (site / f"{module}.py").write_text(source)
+
+
+# A sixth data set from outside the package: AIME 1983-2024 (examples/data/aime_1983_2024, answers only, its own
+# field names), registered the documented way, by one entry point of an installed distribution.
+AIME_HISTORY = '''
+from lm_eval_mathjudge.core.data_sets import DataSet, aime_number
+
+AIME_1983_2024 = DataSet(
+    name="aime_1983_2024", title="AIME 1983-2024", hub_id="di-zhang-fdu/AIME_1983_2024", split="train", rows=933,
+    question="Question", answer="Answer", solution=None, gold=aime_number, max_gen_toks=32768,
+    builtin_tasks=("aime",), licence="MIT; problems © MAA", tasks_dir={tasks_dir!r})
+'''
+
+
+def install_aime_history(site, tasks_dir) -> None:
+    """The AIME 1983-2024 entry as a plugin distribution in ``site`` (its task YAMLs in ``tasks_dir``)."""
+    module = AIME_HISTORY.format(tasks_dir=str(tasks_dir))
+    install_distribution(site, "mathjudge-aime-history", {"mathjudge_aime_history": module},
+                         {"lm_eval_mathjudge.datasets": {"aime_1983_2024": "mathjudge_aime_history:AIME_1983_2024"}})
+
+
+def write_plugin_tasks(folder, name: str, judges_dir) -> None:
+    """The two task YAMLs of the data set ``name``, outside the package: each includes the package's judge base
+    by its absolute path (lm-eval resolves a relative include next to the including file)."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for family in ("gpt4em", "vlmjudge"):
+        base = Path(judges_dir) / f"_judge_{family}.yaml"
+        (folder / f"{name}_{family}.yaml").write_text(
+            f"include: {base}\ntask: {name}_{family}\nmathjudge_dataset: {name}\n")

@@ -134,7 +134,7 @@ def _working(solution: str) -> str:
 
 def gsm8k_docs(n: int = 100) -> list[dict]:
     """The first n GSM8K docs with their gold value, two wrong values and their worked solution."""
-    from lm_eval_mathjudge.core.docs import gsm8k_answer
+    from lm_eval_mathjudge.core.data_sets import gsm8k_answer
 
     docs = []
     for index, row in enumerate(read_jsonl(SHARED_DATA / "gsm8k" / "test.jsonl")[:n]):

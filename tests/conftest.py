@@ -26,9 +26,11 @@ for _name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_name, "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from lm_eval_mathjudge.core import data_sets  # noqa: E402 (after the environment above)
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("MJ_TEST_DATA", REPO / "examples" / "data"))
-DATASETS = ("gsm8k", "math500", "aime24", "aime25", "omnimath")
+DATASETS = tuple(entry.name for entry in data_sets.BUILT_IN)  # the package's own data sets (core/data_sets.py)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -43,9 +45,14 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def data_rows(data_dir: Path, name: str) -> list[dict]:
+    """The rows of the data set ``name`` in a MATHJUDGE_DATA_DIR (its entry says which folder)."""
+    return read_jsonl(data_dir / data_sets.get(name).local_name / "test.jsonl")
+
+
 def write_data_slice(root: Path, n: int) -> Path:
     """A MATHJUDGE_DATA_DIR at root holding the first n rows of every data set."""
-    for name in DATASETS:
+    for name in (entry.local_name for entry in data_sets.BUILT_IN):
         rows = read_jsonl(SHARED_DATA / name / "test.jsonl")[:n]
         (root / name).mkdir(parents=True, exist_ok=True)
         with open(root / name / "test.jsonl", "w", encoding="utf-8") as fh:
@@ -57,6 +64,20 @@ def write_data_slice(root: Path, n: int) -> Path:
 def data_slice(shared_data: Path, tmp_path: Path):
     """make(n) -> a MATHJUDGE_DATA_DIR holding the first n rows of every data set."""
     return lambda n: write_data_slice(tmp_path / "data", n)
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch):
+    """A folder on sys.path (and PYTHONPATH, for runs in a process of their own) to install distributions in,
+    as pip would (tests/_helpers.py install_distribution); their modules are forgotten afterwards."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p))
+    yield folder
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(folder)):
+            del sys.modules[name]
 
 
 @pytest.fixture(scope="module")

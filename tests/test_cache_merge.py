@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from lm_eval_mathjudge.core import data_sets
 from lm_eval_mathjudge.judging.cache import FILE_NAME, ReplyCache, request_key
 from lm_eval_mathjudge.core.types import Reply
 from tests._helpers import CACHE_SHAPES, older_version_stores, write_cache_file
-from tests.conftest import DATASETS, read_jsonl
+from tests.conftest import DATASETS, data_rows
 from tests.e2e import CANARY_KEY, run_lm_eval, run_mathjudge
 from tests.loopback import ChatCompletionsServer
 
@@ -35,9 +36,9 @@ def _judge(body: dict) -> str:
 def _generations(data_dir: Path, path: Path) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         for ds in DATASETS:
-            for i, row in enumerate(read_jsonl(data_dir / ds / "test.jsonl")):
+            for i, row in enumerate(data_rows(data_dir, ds)):
                 answer = WRONG if i % 3 == 0 else "42"
-                fh.write(json.dumps({"question": row.get("question") or row["problem"],
+                fh.write(json.dumps({"question": row[data_sets.get(ds).question],
                                      "response": f"So the result is {answer}.\n\\boxed{{{answer}}}"}) + "\n")
 
 

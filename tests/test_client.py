@@ -282,6 +282,41 @@ def test_transient_errors_then_success():
     assert client.stats.retries == 2
 
 
+def _timing_out(request, attempt):
+    raise TransientJudgeError("judge request timed out after 10s", kind="timeout")
+
+
+def test_an_endpoint_that_stopped_answering_gets_no_more_calls():
+    """Calls in a row that time out on every attempt: the endpoint is down; what is left is not sent."""
+    backend = FakeBackend(_timing_out)
+    client = make_client(backend, concurrency=1, max_retries=1)
+    outcomes = client.judge_all([problem(i) for i in range(10)])
+    assert len(backend.calls) == client_module.UNRESPONSIVE_CALLS * 2  # those calls' attempt and retry, no more
+    assert [o.failure for o in outcomes] == ["timeout"] * 10  # counted, never scored as wrong
+    assert all(o.transport_failed and o.verdict is None for o in outcomes)
+    assert all(o.calls == 0 for o in outcomes)
+    unsent = outcomes[-1].error
+    assert "not sent" in unsent and "stopped answering" in unsent and "rerun the same command" in unsent
+
+
+@pytest.mark.parametrize("pattern", ["every other", "every third"])
+def test_timeouts_between_replies_never_stop_the_judge(pattern):
+    """A slow request now and then (a reply in between) is its own failure; the rest are judged."""
+    step = 2 if pattern == "every other" else 3
+
+    def sometimes(request, attempt):
+        number = int(request.prompt.split("Problem ")[1].split(":")[0])
+        if number % step == 0:
+            raise TransientJudgeError("judge request timed out after 10s", kind="timeout")
+        return verdict_for(request.prompt)
+
+    backend = FakeBackend(sometimes)
+    client = make_client(backend, concurrency=1, max_retries=1)
+    outcomes = client.judge_all([problem(i) for i in range(12)])
+    assert [o.failure for o in outcomes] == ["timeout" if i % step == 0 else None for i in range(12)]
+    assert len(backend.calls) == 12 + 12 // step  # each timed-out request: its attempt and retry
+
+
 def test_fatal_error_stops_further_calls():
     def bad_key(request, attempt):
         raise FatalJudgeError("judge returned HTTP 401: Incorrect API key provided: *** "

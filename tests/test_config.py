@@ -239,7 +239,7 @@ def test_settings_are_frozen_and_public_has_every_field():
         "backend", "model", "base_url", "temperature", "max_tokens", "concurrency", "rpm",
         "timeout", "max_retries", "cache", "cache_dir", "preflight", "thinking_budget", "reasoning_effort",
         "cache_network_fs", "tpm", "adaptive", "mode", "batch_poll_seconds", "batch_max_hours", "batch_wait", "batch_fallback",
-        "dry_run", "budget_usd", "prices"}
+        "dry_run", "budget_usd", "prices", "max_reply_bytes"}
 
 
 @pytest.mark.parametrize("metadata, message", [

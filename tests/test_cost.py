@@ -20,7 +20,7 @@ from lm_eval_mathjudge.cost import prices, token_rules
 from lm_eval_mathjudge.cost.budget import BudgetExceeded, DryRunDone, check_budget, dry_run_stop
 from lm_eval_mathjudge.cost.estimate import Estimate, combine, estimate, expected_thinking, format_estimates
 from lm_eval_mathjudge.cost.ledger import Ledger, Tokens, cost_of, tokens_of
-from lm_eval_mathjudge.core import docs as data
+from lm_eval_mathjudge.core import data_sets
 from lm_eval_mathjudge.settings.layers import resolve_settings
 from lm_eval_mathjudge.settings.schema import JudgeSettings
 from lm_eval_mathjudge.core.errors import ConfigError, JudgeRunError
@@ -160,7 +160,7 @@ def gsm8k_requests():
     """(request per doc of the GSM8K test set, with the real GPT-3 output for the first 100 docs)."""
     import datasets
 
-    docs = list(data.gsm8k(datasets.Dataset.from_list(read_jsonl(GSM8K))))
+    docs = list(data_sets.get("gsm8k").process_docs(datasets.Dataset.from_list(read_jsonl(GSM8K))))
     outputs = {row["doc_id"]: row["response"] for row in read_jsonl(OUTPUTS)}
     judge = JUDGES["exact_match"]
     return [judge.request(doc, outputs.get(i, doc["answer"])) for i, doc in enumerate(docs)]
@@ -233,7 +233,7 @@ def test_expected_thinking(overrides, thinking):
 def test_estimate_vlm_on_gemini_counts_thinking_and_separate_output_part(gsm8k_requests):
     import datasets
 
-    docs = list(data.gsm8k(datasets.Dataset.from_list(read_jsonl(GSM8K)[:20])))
+    docs = list(data_sets.get("gsm8k").process_docs(datasets.Dataset.from_list(read_jsonl(GSM8K)[:20])))
     requests = [JUDGES["vlm"].request(doc, doc["answer"]) for doc in docs]
     assert all(r.output_text for r in requests)
     e = estimate(requests, vlm_settings())  # gemini-2.5-pro, max_tokens 8192

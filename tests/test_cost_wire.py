@@ -51,11 +51,11 @@ def docs():
     """The first GSM8K test docs, normalised as the tasks do, with real GPT-3 outputs."""
     import datasets
 
-    from lm_eval_mathjudge.core import docs as data
+    from lm_eval_mathjudge.core import data_sets
 
     rows = read_jsonl(SHARED_DATA / "gsm8k" / "test.jsonl")[:6]
     outputs = read_jsonl(SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl")[:6]
-    return list(zip(data.gsm8k(datasets.Dataset.from_list(rows)), (o["response"] for o in outputs)))
+    return list(zip(data_sets.get("gsm8k").process_docs(datasets.Dataset.from_list(rows)), (o["response"] for o in outputs)))
 
 
 def openai_usage(body: dict) -> tuple[int, int, int]:

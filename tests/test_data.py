@@ -1,4 +1,4 @@
-"""Dataset normalisers and offline loading, on the real rows of each test set."""
+"""Each data set's docs (its registry entry) and offline loading, on the real rows of each test set."""
 
 from __future__ import annotations
 
@@ -7,35 +7,36 @@ import json
 import datasets
 import pytest
 
-from lm_eval_mathjudge.core import docs as data
+from lm_eval_mathjudge.core import data_sets, docs as data
 from lm_eval_mathjudge.core.errors import ConfigError
 from tests.conftest import REPO, read_jsonl, write_data_slice
 
 
-def _normalised(shared_data, name, process_docs, n=10):
-    rows = read_jsonl(shared_data / name / "test.jsonl")[:n]
-    return list(process_docs(datasets.Dataset.from_list(rows)))
+def _normalised(shared_data, name, n=10):
+    entry = data_sets.get(name)
+    rows = read_jsonl(shared_data / entry.local_name / "test.jsonl")[:n]
+    return list(entry.process_docs(datasets.Dataset.from_list(rows)))
 
 
 def test_gsm8k_reference_drops_calculator_annotations(shared_data):
-    doc = _normalised(shared_data, "gsm8k", data.gsm8k)[0]
+    doc = _normalised(shared_data, "gsm8k")[0]
     assert doc["mj_answer"] == "18"
     assert "<<" not in doc["mj_reference"] and doc["mj_reference"].endswith("Final answer: 18")
     assert doc["mj_question"].startswith("Janet")
 
 
 def test_gsm8k_answers_lose_thousands_separators():
-    assert data.gsm8k_answer("... so 1,000 + 200 = 1,200\n#### 1,200") == "1200"
+    assert data_sets.gsm8k_answer("... so 1,000 + 200 = 1,200\n#### 1,200") == "1200"
 
 
 def test_math500_keeps_latex_answers(shared_data):
-    doc = _normalised(shared_data, "math500", data.with_solution)[0]
+    doc = _normalised(shared_data, "math500")[0]
     assert doc["mj_answer"] == r"\left( 3, \frac{\pi}{2} \right)"
     assert doc["mj_reference"] == doc["solution"]
 
 
 def test_aime24_answers_lose_leading_zeros(shared_data):
-    docs = _normalised(shared_data, "aime24", data.aime_with_solution, n=30)
+    docs = _normalised(shared_data, "aime24", n=30)
     assert docs[0]["mj_answer"] == "204"
     padded = [d for d in docs if d["answer"].startswith("0")]
     assert padded, "this copy has answers like 025"
@@ -43,13 +44,13 @@ def test_aime24_answers_lose_leading_zeros(shared_data):
 
 
 def test_aime25_has_no_solution_so_the_reference_states_the_answer(shared_data):
-    doc = _normalised(shared_data, "aime25", data.answer_only)[0]
+    doc = _normalised(shared_data, "aime25")[0]
     assert doc["mj_answer"] == "70"  # an int in this copy, a string on the hub
     assert doc["mj_reference"].startswith("The final answer is 70.")
 
 
 def test_omnimath_uses_problem_solution_answer(shared_data):
-    doc = _normalised(shared_data, "omnimath", data.with_solution)[0]
+    doc = _normalised(shared_data, "omnimath")[0]
     assert doc["mj_answer"] == "115440" and doc["mj_reference"] == doc["solution"]
 
 
@@ -131,7 +132,7 @@ def _local_file_run(tmp_path):
     answers = tmp_path / "answers.jsonl"  # a replay file: the gold answer for each of the 4 docs
     docs = read_jsonl(root / "gsm8k" / "test.jsonl")
     answers.write_text("".join(json.dumps({"question": d["question"],
-                                           "response": f"So \\boxed{{{data.gsm8k_answer(d['answer'])}}}"}) + "\n"
+                                           "response": f"So \\boxed{{{data_sets.gsm8k_answer(d['answer'])}}}"}) + "\n"
                                for d in docs))
     with ChatCompletionsServer(exact_match_judge) as judge:
         run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={answers}", "--tasks", "gsm8k_gpt4em",

@@ -101,7 +101,7 @@ def test_the_ranges_the_reference_prints_are_the_ones_the_schema_enforces():
     checked = 0
     for name, spec in page.RANGES.items():
         if isinstance(spec, page.Num):
-            kind = int if name in ("max_tokens", "concurrency", "max_retries", "audit_limit") else float
+            kind = int if name in ("max_tokens", "concurrency", "max_retries", "audit_limit", "max_reply_bytes") else float
             step = 1 if kind is int else 1e-6
             assert _accepts(name, kind(spec.lo)) != spec.lo_open, (name, spec.lo)
             assert not _accepts(name, kind(spec.lo) - step), (name, "below the range")

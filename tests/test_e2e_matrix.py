@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.conftest import DATASETS, read_jsonl, write_data_slice
+from tests.conftest import DATASETS, data_rows, read_jsonl, write_data_slice
 from tests.e2e import CANARY_KEY, boxed, question_of, run_lm_eval
 from tests.loopback import ChatCompletionsServer, GeminiServer
 
@@ -24,15 +24,14 @@ TASKS = [f"{ds}_{judge}" for ds in DATASETS for judge in ("gpt4em", "vlmjudge")]
 
 
 def _gold_answers(data_dir) -> dict[str, str]:
-    from lm_eval_mathjudge.core import docs as data
+    """question -> gold answer, as each data set's registry entry reads them."""
+    from lm_eval_mathjudge.core import data_sets
 
     gold = {}
     for name in DATASETS:
-        for row in read_jsonl(data_dir / name / "test.jsonl"):
-            if name == "gsm8k":
-                gold[row["question"]] = data.gsm8k_answer(row["answer"])
-            else:
-                gold[row["problem"]] = data._aime_number(str(row["answer"]).strip())
+        for row in data_rows(data_dir, name):
+            question, _, answer = data_sets.get(name).fields(row)
+            gold[question] = answer
     return gold
 
 
@@ -84,7 +83,7 @@ def _all_tasks_run(tmp_path):
              "OPENAI_API_KEY": CANARY_KEY, "GEMINI_API_KEY": GEMINI_CANARY},
             tmp_path / "out")
         assert run.returncode == 0, run.stderr[-4000:]
-        assert em_judge.call_count == 5 * N and vlm_judge.generate_calls == 5 * N
+        assert em_judge.call_count == len(DATASETS) * N and vlm_judge.generate_calls == len(DATASETS) * N
     return tmp_path, run
 
 
@@ -178,7 +177,7 @@ def _outage_runs(tmp_path):
              "--apply_chat_template", "--tasks", "mathjudge_gpt4em", "--metadata", json.dumps(metadata)],
             env, tmp_path / "out1")
         assert failed.returncode != 0 and "got no verdict" in failed.stderr
-        assert "The generations of 5 task(s) are saved in" in failed.stderr
+        assert f"The generations of {len(DATASETS)} task(s) are saved in" in failed.stderr
         saved = next((tmp_path / "cache" / "generations").glob("*.jsonl"))
         assert {json.loads(line)["task"] for line in saved.read_text().splitlines()} == {
             f"{ds}_gpt4em" for ds in DATASETS}
@@ -189,7 +188,7 @@ def _outage_runs(tmp_path):
                               "--tasks", "mathjudge_gpt4em", "--metadata", json.dumps({"judge_base_url": judge.url})],
                              env, tmp_path / "out2")
         assert replay.returncode == 0, replay.stderr[-4000:]
-        assert model.call_count == model_calls and judge.call_count == 5 * N
+        assert model.call_count == model_calls and judge.call_count == len(DATASETS) * N
     return replay
 
 

@@ -1,4 +1,5 @@
-"""The error hook (``_startup._ErrorHook``) under another hook that wraps it.
+"""The error hook (``lm_eval_mathjudge_hook.ErrorHook``, reporting through ``_startup.report``) under another
+hook that wraps it.
 
 torch.distributed wraps ``sys.excepthook`` once a process group starts: it points ``sys.stderr`` at a
 buffer, calls the hook it replaced (ours), then prefixes the buffer with the rank and prints it. Our
@@ -14,7 +15,7 @@ from unittest import mock
 
 import pytest
 
-from lm_eval_mathjudge import _startup
+import lm_eval_mathjudge_hook
 from lm_eval_mathjudge.core.errors import ConfigError
 from lm_eval_mathjudge.cost.budget import DryRunDone
 
@@ -38,7 +39,7 @@ def _buffering(hook):
 ])
 def test_the_report_reaches_the_real_stderr_under_a_buffering_hook(error, code, says):
     real, seen = io.StringIO(), io.StringIO()
-    hook = _buffering(_startup._ErrorHook(lambda *args: None))
+    hook = _buffering(lm_eval_mathjudge_hook.ErrorHook(lambda *args: None))
     with mock.patch.object(sys, "__stderr__", real), mock.patch.object(sys, "stderr", seen), \
             mock.patch.object(sys, "argv", ["/venv/lib/python3.11/site-packages/lm_eval/__main__.py", "run"]):
         with pytest.raises(SystemExit) as done:

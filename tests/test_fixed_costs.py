@@ -39,18 +39,16 @@ SDK_MODULES = ("openai", "google.genai")
 # set's process_docs and, at exit, writes them and the SDK modules present to $MJ_PROBE_OUT.
 PROBE = textwrap.dedent("""
     import atexit, json, os, sys
-    import lm_eval_mathjudge.core.docs as _data
+    from lm_eval_mathjudge.core.data_sets import DataSet
 
     _calls = {}
+    _real = DataSet.process_docs
 
-    def _counted(name, fn):
-        def process_docs(dataset):
-            _calls[name] = _calls.get(name, 0) + 1
-            return fn(dataset)
-        return process_docs
+    def _counted(self, dataset):
+        _calls[self.name] = _calls.get(self.name, 0) + 1
+        return _real(self, dataset)
 
-    for _name in ("gsm8k", "with_solution", "aime_with_solution", "answer_only"):
-        setattr(_data, _name, _counted(_name, getattr(_data, _name)))
+    DataSet.process_docs = _counted
 
     @atexit.register
     def _report():
@@ -177,15 +175,16 @@ def test_process_docs_runs_once_per_task_however_often_lm_eval_asks(data_slice, 
     from lm_eval.evaluator_utils import get_sample_size
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_mathjudge.core import docs as data
+    from lm_eval_mathjudge.core import data_sets
+    from lm_eval_mathjudge.core.data_sets import DataSet
 
     calls = []
-    real = data.gsm8k
+    real = DataSet.process_docs
 
-    def counted(dataset):
+    def counted(entry, dataset):
         calls.append(len(dataset))
-        return real(dataset)
-    monkeypatch.setattr(data, "gsm8k", counted)  # the YAML's !function resolves it when the task is built
+        return real(entry, dataset)
+    monkeypatch.setattr(DataSet, "process_docs", counted)  # the task takes it from the entry when it is built
     monkeypatch.setenv("MATHJUDGE_DATA_DIR", str(data_slice(N)))
     tasks = TaskManager(include_defaults=False, include_path=str(REPO / "task_configs"),  # not lm-eval's 15,000
                         metadata={"judge_backend": "local"})
@@ -194,7 +193,7 @@ def test_process_docs_runs_once_per_task_however_often_lm_eval_asks(data_slice, 
     docs = task.eval_docs
     assert get_sample_size(task, 2) == 2 and [i for i, _ in task.doc_iterator(limit=2)] == [0, 1]
     assert task.test_docs() is docs is task.task_docs and len(task.eval_docs) == N
-    assert docs[0]["mj_answer"] == real(task.dataset["test"])[0]["mj_answer"]
+    assert docs[0]["mj_answer"] == real(data_sets.get("gsm8k"), task.dataset["test"])[0]["mj_answer"]
     assert calls == [N]
     task.download()  # a new dataset object: processed afresh
     assert len(task.eval_docs) == N and calls == [N, N]

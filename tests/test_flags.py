@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from lm_eval_mathjudge.core import flags
-from tests.conftest import DATASETS, SHARED_DATA, read_jsonl
+from tests.conftest import DATASETS, SHARED_DATA, data_rows, read_jsonl
 
 WORK = "Janet has 16 - 3 - 4 = 9 eggs left and sells them for $2 each: 9 * 2 = 18.\n"
 
@@ -91,11 +91,13 @@ def test_honest_answers_are_not_flagged(response):
 
 
 def _real_solutions():
-    keys = {"gsm8k": "answer", "math500": "solution", "aime24": "solution", "omnimath": "solution"}
+    """Every worked solution (or, without one, the answer) of the data sets, as the data set gives it."""
+    from lm_eval_mathjudge.core import data_sets
+
     for name in DATASETS:
-        for row in read_jsonl(SHARED_DATA / name / "test.jsonl"):
-            text = row.get(keys.get(name, "")) or str(row.get("answer", ""))
-            yield f"{name}:{row.get('id', '')}", text
+        entry = data_sets.get(name)
+        for row in data_rows(SHARED_DATA, name):
+            yield f"{name}:{row.get('id', '')}", str(row[entry.solution or entry.answer])
     for row in read_jsonl(SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"):
         yield f"gpt3:{row['doc_id']}", row["response"]
 

@@ -23,7 +23,7 @@ from lm_eval_mathjudge.generators.store import MediaStore
 from lm_eval_mathjudge.generators.veo import VeoGenerator
 from lm_eval_mathjudge.calls.retry import RetryPolicy
 from tests import media_fixtures as fx
-from tests._helpers import Req
+from tests._helpers import Req, generator_settings
 from tests.loopback.google_media_server import ACCESS_TOKEN, PROJECT, GoogleMediaServer
 
 CANARY = "AIza-canary-media-0123456789abcdef"
@@ -67,9 +67,7 @@ def server(script, monkeypatch):
         yield srv
 
 
-def settings(tmp_path, model: str, **overrides) -> GeneratorSettings:
-    return GeneratorSettings(**{"model": model, "media_dir": str(tmp_path / "media"), "timeout": 10.0,
-                                "poll_interval": 0.0, "poll_timeout": 30.0, **overrides})
+settings = generator_settings
 
 
 def job_for(tmp_path, config: GeneratorSettings, key: str = "k" * 64) -> Job:

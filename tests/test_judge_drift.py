@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from lm_eval_mathjudge.__main__ import main
-from lm_eval_mathjudge.core import docs as data
+from lm_eval_mathjudge.core.data_sets import gsm8k_answer
 from lm_eval_mathjudge.core.types import Reply, clean_reply
 from lm_eval_mathjudge.judging.cache import FILE_NAME, REPLY_COLUMNS, ReplyCache, request_key
 from tests._helpers import CACHE_SHAPES, older_version_stores, write_cache_file
@@ -25,7 +25,7 @@ def _judged(tmp, root, docs, name, snapshot, cache=None, server=None):
 
     replay = tmp / f"{name}.jsonl"
     replay.write_text("".join(json.dumps({"question": d["question"],
-                                          "response": f"So \\boxed{{{data.gsm8k_answer(d['answer'])}}}"}) + "\n"
+                                          "response": f"So \\boxed{{{gsm8k_answer(d['answer'])}}}"}) + "\n"
                               for d in docs))
     judge = server or ChatCompletionsServer()
     judge.responder = lambda body: {"content": exact_match_judge(body), "model": snapshot}

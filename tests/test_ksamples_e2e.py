@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from lm_eval_mathjudge.core import docs as data
+from lm_eval_mathjudge.core.data_sets import gsm8k_answer
 from tests.conftest import read_jsonl, write_data_slice
 
 pytestmark = pytest.mark.e2e
@@ -21,7 +21,7 @@ def _replay(tmp_path, docs):
     doc 1: g 7 7.0 g       (7 and 7.0 are one answer: a tie)   avg 1/2,  pass@2 5/6, maj 1/2 (tied)
     doc 2: w w' g v        (w and w' state the same value)      avg 1/4,  pass@2 1/2, maj 0
     """
-    golds = [data.gsm8k_answer(d["answer"]) for d in docs]
+    golds = [gsm8k_answer(d["answer"]) for d in docs]
     rows = [
         {"question": docs[0]["question"], "responses": [f"So \\boxed{{{golds[0]}}}"] * 4},
         {"question": docs[1]["question"], "responses": [f"Thus \\boxed{{{golds[1]}}}", "So \\boxed{7}",
@@ -42,7 +42,7 @@ def test_repeats_4_reports_avg_pass_and_maj_over_problems(tmp_path, how):
     from tests.e2e import CANARY_KEY, exact_match_judge, run_lm_eval
     from tests.loopback import ChatCompletionsServer
 
-    if how == "cli" and not compat.is_05():
+    if how == "cli" and not compat.has_scorers():
         pytest.skip("--repeats is a flag of lm-eval 0.5's CLI only")
     root = write_data_slice(tmp_path / "data", 3)
     docs = read_jsonl(root / "gsm8k" / "test.jsonl")

@@ -33,7 +33,7 @@ LAYERS = (
     "compat",
     "core",
 )
-SDKS = ("openai", "google.genai", "google.auth", "google.api_core")
+SDKS = ("openai", "google.genai", "google.auth", "google.api_core", "httpx", "httpx2", "httpcore", "httpcore2")
 SDK_ROOMS = ("backends", "generators")
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from lm_eval_mathjudge.backends.local import LocalBackend
+from lm_eval_mathjudge.core import data_sets
 from lm_eval_mathjudge.core.errors import ConfigError
 from tests._helpers import rule_outcome
-from tests.conftest import read_jsonl
+from tests.conftest import DATASETS, read_jsonl
 
 pytestmark = pytest.mark.local_judge
 
@@ -40,10 +41,11 @@ def test_verdicts(judge, answer, response, correct):
     assert judge(answer, response) is correct
 
 
-@pytest.mark.parametrize("name, answer_key", [("math500", "answer"), ("aime24", "answer"), ("omnimath", "answer")])
-def test_a_boxed_gold_answer_is_always_judged_correct(judge, shared_data, name, answer_key):
-    for row in read_jsonl(shared_data / name / "test.jsonl")[:10]:
-        answer = str(row[answer_key])
+@pytest.mark.parametrize("name", DATASETS)
+def test_a_boxed_gold_answer_is_always_judged_correct(judge, shared_data, name):
+    entry = data_sets.get(name)
+    for row in read_jsonl(shared_data / entry.local_name / "test.jsonl")[:10]:
+        answer = entry.fields(row)[2]  # the gold answer as the task gives it to the judge
         assert judge(answer, f"Final answer: $\\boxed{{{answer}}}$"), answer
 
 

@@ -1,5 +1,6 @@
-"""``--model_args name=NAME`` of our models names the model in lm-eval's results, so reports show NAME.
+"""``--model_args model=NAME`` names a run of our models in lm-eval's results, so reports show NAME.
 
+lm-eval itself reads the name from ``model=`` (before ``path=``); the plugin patches nothing for it.
 Two replayed runs of the same file, each named, judged by the local judge, through the real ``lm_eval``
 CLI and then ``mathjudge leaderboard``: the leaderboard shows the names (not the file name), and its data
 column the data set (a short local label, never the absolute path of the file).
@@ -11,7 +12,7 @@ import json
 
 import pytest
 
-from lm_eval_mathjudge._startup import named_model
+from lm_eval_mathjudge.core.errors import ConfigError
 from tests.conftest import REPO
 from tests.e2e import run_lm_eval, run_mathjudge
 
@@ -19,36 +20,44 @@ REPLAY = REPO / "examples" / "data" / "gsm8k_outputs" / "gpt3_175b_verifier_firs
 DATA = REPO / "examples" / "data"
 
 
-@pytest.mark.parametrize("source, args, name", [
-    ("mathjudge-replay", "path=a.jsonl,name=my-model", "my-model"),
-    ("mathjudge-replay", {"path": "a.jsonl", "name": "GPT-3 175B"}, "GPT-3 175B"),
-    ("mathjudge-media", "dir=media,name=painter", "painter"),
-    ("mathjudge-veo", "model=veo-3.0,name=veo 3", "veo 3"),
-    ("mathjudge-replay", "path=a.jsonl", None),  # no name: lm-eval's own choice (path=) stands
-    ("mathjudge-replay", "path=a.jsonl,name=", None),
-    ("hf", "pretrained=gpt2,name=x", None),  # not our model: its arguments are its own business
+@pytest.mark.parametrize("model_args, name", [
+    ("path=/x/run.jsonl,model=Model A/2", "Model A/2"),
+    ({"path": "/x/run.jsonl", "model": "GPT-3 175B"}, "GPT-3 175B"),
+    ("path=/x/run.jsonl", "/x/run.jsonl"),  # no name: lm-eval's own choice, the file
 ])
-def test_named_model_reads_name_only_for_our_models(source, args, name):
-    assert named_model(source, args) == name
-
-
-def test_lm_evals_tracker_records_the_name(tmp_path):
+def test_lm_evals_own_tracker_takes_the_name_from_model(model_args, name):
     from lm_eval.loggers.evaluation_tracker import GeneralConfigTracker
 
     tracker = GeneralConfigTracker()
-    tracker.log_experiment_args(model_source="mathjudge-replay", model_args="path=/x/run.jsonl,name=Model A/2",
+    tracker.log_experiment_args(model_source="mathjudge-replay", model_args=model_args,
                                 system_instruction=None, chat_template=None, fewshot_as_multiturn=False)
-    assert (tracker.model_name, tracker.model_name_sanitized) == ("Model A/2", "Model A__2")
-    tracker.log_experiment_args(model_source="mathjudge-replay", model_args="path=/x/run.jsonl",
-                                system_instruction=None, chat_template=None, fewshot_as_multiturn=False)
-    assert tracker.model_name == "/x/run.jsonl"  # lm-eval's default, untouched
+    assert tracker.model_name == name
+    assert not hasattr(GeneralConfigTracker.log_experiment_args, "__wrapped__")  # lm-eval's own, unpatched
+
+
+@pytest.mark.parametrize("model, args", [
+    ("mathjudge-replay", {"path": str(REPLAY), "name": "mine"}),
+    ("mathjudge-media", {"dir": str(DATA), "name": "painter"}),
+    ("mathjudge-openai-image", {"model": "gpt-image-1", "name": "painter"}),
+])
+def test_the_old_name_argument_is_refused_saying_model(model, args):
+    from lm_eval.api.registry import get_model
+
+    with pytest.raises(ConfigError, match=r"name= is no longer read.*model=NAME"):
+        get_model(model)(**args)
+
+
+def test_the_media_model_takes_model_as_the_runs_name():
+    from lm_eval.api.registry import get_model
+
+    assert get_model("mathjudge-media")(dir=str(DATA), model="painter") is not None
 
 
 @pytest.mark.e2e
 def test_named_runs_show_their_names_and_the_data_set_in_the_leaderboard(tmp_path):
     env = {"MATHJUDGE_DATA_DIR": str(DATA), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")}
     for name in ("first-model", "second model"):
-        run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={REPLAY},name={name}",
+        run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={REPLAY},model={name}",
                            "--tasks", "gsm8k_gpt4em", "--limit", "8", "--log_samples",
                            "--metadata", json.dumps({"judge_backend": "local"})], env, tmp_path / "out")
         assert run.returncode == 0, run.stderr[-3000:]

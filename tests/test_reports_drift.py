@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_mathjudge.__main__ import main
-from lm_eval_mathjudge.core import docs as data
+from lm_eval_mathjudge.core.data_sets import gsm8k_answer
 from lm_eval_mathjudge.core import stats
 from lm_eval_mathjudge.reports.drift import metric_drift
 from tests.conftest import read_jsonl, write_data_slice
@@ -40,7 +40,7 @@ def _responses(docs: list[dict], changed: tuple[int, ...] = (), k: int = 1) -> l
     With ``k`` samples per problem, k differently worded answers of the same value."""
     out = []
     for i, d in enumerate(docs):
-        gold = int(data.gsm8k_answer(d["answer"]))
+        gold = int(gsm8k_answer(d["answer"]))
         value = gold if i % 2 == 0 else gold + 1
         if i in changed:
             value = gold + 7

@@ -16,7 +16,7 @@ import math
 import pytest
 
 from lm_eval_mathjudge.__main__ import main
-from lm_eval_mathjudge.core import docs as data
+from lm_eval_mathjudge.core.data_sets import gsm8k_answer
 from lm_eval_mathjudge.core.errors import ConfigError
 from tests.conftest import read_jsonl, write_data_slice
 
@@ -33,7 +33,7 @@ def _run(tmp, root, docs, name):
     path = tmp / f"{name}.jsonl"
     with open(path, "w") as fh:
         for i, (doc, c) in enumerate(zip(docs, counts)):
-            gold = data.gsm8k_answer(doc["answer"])
+            gold = gsm8k_answer(doc["answer"])
             answers = [f"So \\boxed{{{gold}}}"] * c + [f"So \\boxed{{{9000 + i * 10 + j}}}" for j in range(k - c)]
             fh.write(json.dumps({"question": doc["question"], "responses": answers}) + "\n")
     run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={path}", "--tasks", TASK,

@@ -158,12 +158,20 @@ def test_vlm_tasks_rank_by_final_correct_and_groups_get_rows_without_tests(tmp_p
     ("minerva_math_algebra", None, ["math500_gpt4em"]),  # only its MATH-500 problems will match
     ("aime24", None, ["aime24_gpt4em"]),
     ("aime25", ["aime25_vlmjudge", "gsm8k_gpt4em"], ["aime25_vlmjudge"]),
-    ("aime", None, ["aime24_gpt4em", "aime25_gpt4em"]),  # 1983-2024: routed by question text
 ])
 def test_rejudge_maps_task_names_to_the_plugin_tasks_of_the_same_data(source, chosen, targets):
     from lm_eval_mathjudge.reports.rejudge import targets_for
 
     assert targets_for(source, chosen) == targets
+
+
+def test_lm_evals_aime_of_every_year_goes_to_every_aime_set_of_ours():
+    """1983-2024: each sample is routed by its question text to the set that holds it."""
+    from lm_eval_mathjudge.reports.rejudge import targets_for
+
+    targets = targets_for("aime", None)
+    assert targets[:2] == ["aime24_gpt4em", "aime25_gpt4em"]
+    assert not {"gsm8k_gpt4em", "math500_gpt4em", "omnimath_gpt4em"} & set(targets)
 
 
 def test_rejudge_refuses_tasks_of_other_data():

@@ -14,7 +14,8 @@ from collections import Counter
 
 import pytest
 
-from tests.conftest import DATASETS, read_jsonl
+from lm_eval_mathjudge.core import data_sets
+from tests.conftest import DATASETS, data_rows
 from tests.e2e import CANARY_KEY, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 
@@ -58,8 +59,8 @@ def _generations(data_dir, path) -> dict[str, str]:
     questions = {}
     with open(path, "w", encoding="utf-8") as fh:
         for ds in DATASETS:
-            for i, row in enumerate(read_jsonl(data_dir / ds / "test.jsonl")):
-                question = row.get("question") or row["problem"]
+            for i, row in enumerate(data_rows(data_dir, ds)):
+                question = row[data_sets.get(ds).question]
                 questions[question] = ds
                 answer = WRONG if i % 3 == 0 else "42"
                 fh.write(json.dumps({"question": question,
@@ -96,10 +97,10 @@ def test_a_group_judges_in_one_pool_with_the_scores_of_a_task_by_task_run(data_s
         by_task = _run(tmp_path, "by-task", generations, server.url, env={"LM_EVAL_MATHJUDGE_TASK_BY_TASK": "1"})
         assert by_task.returncode == 0, by_task.stderr[-4000:]
 
-    assert whole_calls == len(judge.calls) == 5 * N
+    assert whole_calls == len(judge.calls) == len(DATASETS) * N
     assert whole_max >= 2, "requests of several tasks were never in flight at once"
     assert judge.max_tasks_at_once == 1  # the before: each task alone
-    assert whole.stderr.count("judging 5 tasks") >= 1 and "judging gsm8k_gpt4em" in by_task.stderr
+    assert whole.stderr.count(f"judging {len(DATASETS)} tasks") >= 1 and "judging gsm8k_gpt4em" in by_task.stderr
 
     results, baseline = whole.results(), by_task.results()
     for task in TASKS:
@@ -110,7 +111,8 @@ def test_a_group_judges_in_one_pool_with_the_scores_of_a_task_by_task_run(data_s
         judge_meta = results["configs"][task]["metadata"]["judge"]
         assert judge_meta["run"]["requests"] == N and judge_meta["run"]["judge_calls"] == N  # its own stats
         assert judge_meta["cost"]["calls"] == N and judge_meta["cost"]["requests"] == N
-        assert judge_meta["run_cost"]["total"]["calls"] == 5 * N and len(judge_meta["run_cost"]["tasks"]) == 5
+        assert judge_meta["run_cost"]["total"]["calls"] == len(DATASETS) * N
+        assert len(judge_meta["run_cost"]["tasks"]) == len(DATASETS)
     assert results["results"]["mathjudge_gpt4em"]["gpt4_exact_match,none"] == pytest.approx(2 / 3)
     assert whole.stderr.count("judge cost (USD") == 1  # one table for the run
     assert CANARY_KEY not in whole.stdout + whole.stderr
@@ -130,11 +132,11 @@ def test_dry_run_and_budget_stop_before_any_judge_call(data_slice, tmp_path, met
     assert judge.calls == [] and server.call_count == 0  # no judge call reached the server
     text = " ".join(stopped.stderr.split())
     assert words in text
-    assert f"{5 * N} judge call(s)" in text  # the estimate covers the whole run, not the first task
+    assert f"{len(DATASETS) * N} judge call(s)" in text  # the estimate covers the whole run, not the first task
     saved = next((tmp_path / "cache" / "generations").glob("generations-*.jsonl"))
     assert str(saved) in text and "--model mathjudge-replay" in text
     rows = [json.loads(line) for line in saved.read_text().splitlines()]
-    assert {r["task"] for r in rows} == set(TASKS) and len(rows) == 5 * N
+    assert {r["task"] for r in rows} == set(TASKS) and len(rows) == len(DATASETS) * N
     assert "judge cost estimate" in stopped.stderr  # the per-task table
 
 
@@ -148,8 +150,8 @@ def test_a_cached_rerun_estimates_nothing_to_pay(data_slice, tmp_path):
         assert first.returncode == 0, first.stderr[-4000:]
         dry = _run(tmp_path, "cache", generations, server.url, metadata={"judge_dry_run": True})
     text = " ".join(dry.stderr.split())
-    assert "0 judge call(s) (15 more answered by the cache, free)" in text, text[-3000:]
-    assert len(judge.calls) == 5 * N
+    assert f"0 judge call(s) ({len(DATASETS) * N} more answered by the cache, free)" in text, text[-3000:]
+    assert len(judge.calls) == len(DATASETS) * N
 
 
 def _vlm_reply(body: dict) -> str:

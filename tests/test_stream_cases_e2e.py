@@ -53,7 +53,7 @@ def _task_yaml(folder: Path, name: str, extra: str = "") -> Path:
     """A task of our own beside the shipped ones: the GSM8K judged task under another name."""
     folder.mkdir(parents=True, exist_ok=True)
     configs = REPO / "task_configs"
-    (folder / f"{name}.yaml").write_text(f"include: [{configs / '_judge_gpt4em.yaml'}, {configs / '_data_gsm8k.yaml'}]\n"
+    (folder / f"{name}.yaml").write_text(f"include: {configs / '_judge_gpt4em.yaml'}\nmathjudge_dataset: gsm8k\n"
                                          f"task: {name}\n{extra}")
     return folder
 

@@ -80,6 +80,7 @@ RANGES: dict[str, object] = {
     "dry_run": BOOL,
     "budget_usd": Num(0, None),
     "prices": "a JSON object, or the path of a `.json`/`.yaml` file holding one",
+    "max_reply_bytes": Num(schema.MIN_REPLY_BYTES, schema.MAX_REPLY_BYTES),
     "panel": f"a list of 2 to {schema.MAX_PANEL} objects, each one member's judge settings",
     "panel_rule": Choice(schema.PANEL_RULES),
     "panel_min": "1 .. the number of members",
@@ -101,7 +102,9 @@ MEANINGS = {
     "max_tokens": "cap on the judge's reply; Gemini 2.5 and OpenAI reasoning models think within it",
     "concurrency": "judge calls in flight at once, at most (one pool per run; the adaptive gate lowers it on 429s)",
     "rpm": "requests per minute to this judge (endpoint + model) over all threads and tasks; `0` = no limit",
-    "timeout": "seconds per HTTP attempt",
+    "timeout": "seconds per attempt: one wall-clock deadline from connect to the last byte of the reply (a reply "
+               "that drips in ends there); a call takes at most about this x (`max_retries` + 1) "
+               "([network bounds](reliability.md#network-bounds))",
     "max_retries": "retries after the first attempt, for 408/409/425/429/5xx, timeouts and dropped connections",
     "cache": "use the persistent judge cache ([the judge cache](failures.md#the-judge-cache))",
     "cache_dir": "where the judge cache, saved generations and media live",
@@ -123,6 +126,9 @@ MEANINGS = {
                "([dry run](scale.md#dry-run-and-budget))",
     "budget_usd": "refuse to start judging when the run's estimate is above this many US dollars",
     "prices": "overrides rows of the price table ([prices](scale.md#prices))",
+    "max_reply_bytes": "the most bytes one reply may take, as sent and after undoing its gzip/deflate encoding; a "
+                       "bigger one is the sample's `reply_too_large` failure, never retried nor cached "
+                       "([network bounds](reliability.md#network-bounds))",
     "panel": "several judges per sample, e.g. `[{\"backend\": \"local\"}, {\"backend\": \"openai\", "
              "\"model\": \"gpt-4o-2024-08-06\"}]` ([panels](panels.md#panels))",
     "panel_rule": "how the members' verdicts combine",
@@ -170,6 +176,10 @@ def _default(name: str) -> str:
         return "the user cache folder"
     if name == "panel_min":
         return "a strict majority of the members"
+    if name == "max_reply_bytes":
+        return (f"{models.REPLY_BYTES_BASE // (1 << 20)} MiB + {models.REPLY_BYTES_PER_TOKEN} bytes x `max_tokens` "
+                f"({models.default_reply_bytes(models.DEFAULT_MAX_TOKENS):,} / "
+                f"{models.default_reply_bytes(models.GEMINI_THINKING_MAX_TOKENS):,})")
     field = schema.FIELDS.get(name) or {f.name: f for f in dataclasses.fields(schema.RunOptions)}[name]
     value = field.default
     if value is None or value == ():

@@ -30,7 +30,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping, Sequence
 
-from ..core.docs import NO_SOLUTION
+from ..core.data_sets import NO_SOLUTION
 from ..core.prompts import Template
 
 VERSION = 1

@@ -9,7 +9,10 @@ and the check that a request's text can travel at all.
       510 511 (retry.NEVER_TRANSIENT)                         the same request gets the same answer)
 
 The client turns a 400/413/415/422 to a request that carries media into that
-sample's ``media_rejected`` failure (``client.MEDIA_STATUSES``).
+sample's ``media_rejected`` failure (``client.MEDIA_STATUSES``). Below this table,
+every exchange is bounded (``wire``): past the deadline a ``timeout`` (transient),
+over the byte cap ``reply_too_large`` (a refusal), a 301/302/303/307/308 to another
+origin ``redirect`` (fatal); none of them reaches an SDK as a status.
 
 Backends pass what they read from their SDK's exception (status, headers,
 server message, provider code); the wording of hints lives only here.
@@ -83,6 +86,13 @@ def status_error(status: int, message: str, *, keys: str, endpoint: str | None =
     else:
         hint = _FATAL_HINTS.get(status, "the request was rejected").format(keys=keys)
     return FatalJudgeError(f"{text} ({hint}{where}; not retried)", kind=f"http_{status}", status=status)
+
+
+def about(error: Exception, what: str) -> Exception:
+    """The same classified error, its message saying which step of the call failed."""
+    if not isinstance(error, JudgeCallError):
+        return error
+    return type(error)(f"{what}: {error}", kind=error.kind, status=error.status, retry_after=error.retry_after)
 
 
 def header_retry_after(headers: Mapping[str, str] | None) -> float | None:

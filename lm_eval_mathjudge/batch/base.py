@@ -34,7 +34,7 @@ Errors, on top of ``errors.py``'s tree::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Protocol, Sequence, Tuple, Union
+from typing import IO, Iterable, Iterator, Protocol, Sequence, Tuple, Union
 
 from ..core.errors import ConfigError, JudgeCallError, JudgeRefusal, JudgeRunError
 from ..core.types import JudgeRequest, Reply
@@ -50,6 +50,15 @@ STATES = (RUNNING, COMPLETED, FAILED, EXPIRED, CANCELLED)
 # ``JudgeCallError.kind`` of an item the job did not answer, as counted in reports.
 ITEM_EXPIRED = "batch_expired"  # the window ran out before this item ran
 ITEM_FAILED = "batch_failed"  # the job or this item failed (the message says why)
+
+# A result file or job read holds at most this per item besides the reply itself (ids, status, error).
+RESULT_OVERHEAD = 16 * 1024
+RESULT_BASE = 1 << 20  # and this once (the job's own fields, an error file's header)
+# A download of results gets at least this long, plus the time a typical line (a verdict of a few hundred
+# tokens in its envelope) takes at the slowest transfer rate still taken for a working connection.
+RESULT_MIN_SECONDS = 600.0
+RESULT_LINE_BYTES = 8 * 1024
+MIN_TRANSFER_RATE = 512 * 1024  # bytes/s: an upload or download may take size / rate (at least the judge timeout)
 
 Item = Tuple[str, JudgeRequest]  # (cache key, request); the key doubles as the item id in the job
 Result = Tuple[str, Union[Reply, JudgeCallError]]
@@ -159,3 +168,33 @@ def chunks(items: Sequence[Item], limits: Limits) -> Iterable[list[Item]]:
         size += grow
     if chunk:
         yield chunk
+
+
+def result_line_bytes(reply_bytes: int) -> int:
+    """The byte cap on one item's result (a line of a result file): its reply at the judge's cap, its envelope."""
+    return reply_bytes + RESULT_OVERHEAD
+
+
+def result_bytes(items: int, reply_bytes: int) -> int:
+    """The byte cap on a finished job's results: every item's at ``result_line_bytes``."""
+    return RESULT_BASE + max(items, 1) * result_line_bytes(reply_bytes)
+
+
+def result_seconds(items: int, timeout: float) -> float:
+    """The deadline of one result download (wall clock, connect to the last byte)."""
+    return max(timeout, RESULT_MIN_SECONDS) + max(items, 1) * RESULT_LINE_BYTES / MIN_TRANSFER_RATE
+
+
+def result_lines(spool: IO[bytes], limit: int) -> Iterator[str | None]:
+    """The lines of a downloaded result file; None for a line over ``limit`` bytes, skipped without
+    ever being held whole (its item stays unanswered: the runner's fallback decides)."""
+    while True:
+        line = spool.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = spool.readline(limit + 1)
+            yield None
+            continue
+        yield line.decode("utf-8", "replace")

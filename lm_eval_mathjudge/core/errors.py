@@ -4,10 +4,13 @@
     ├── ConfigError            bad settings or input; raised before anything is spent
     ├── UnparseableReply       the judge answered, but not in the contract's format
     ├── JudgeCallError         one judge or generator call failed
-    │   ├── TransientJudgeError   429, 5xx, timeout, connection: retried with backoff
-    │   ├── FatalJudgeError       400/401/403/404: never retried, stops the run
+    │   ├── TransientJudgeError   429, 5xx, timeout (one deadline per attempt, connect to
+    │   │                         last byte: ``timeout``), connection: retried with backoff
+    │   ├── FatalJudgeError       400/401/403/404, a redirect to another origin (``redirect``):
+    │   │                         never retried, stops the run
     │   ├── JudgeRefusal          the judge answered without a verdict (safety block,
-    │   │                         truncation, no candidates): a counted judge failure
+    │   │                         truncation, no candidates, a reply over the byte cap:
+    │   │                         ``reply_too_large``): a counted judge failure
     │   └── GenerationFailure     the generator made no media for this prompt (content
     │                             policy, safety block, failed job, missing file): that
     │                             sample's counted failure, never retried

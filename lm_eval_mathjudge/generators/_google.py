@@ -15,7 +15,9 @@ Credentials come only from the SDK's variables, never from ``--model_args``:
   default credentials, or an express-mode key in GOOGLE_API_KEY / GEMINI_API_KEY
   (GOOGLE_VERTEX_BASE_URL honoured).
 
-The SDK's own retries are off; ``retry.py`` is the one retry layer.
+The SDK's own retries are off; ``retry.py`` is the one retry layer. Every read is
+bounded (``backends.wire``: the ``timeout`` as one deadline per exchange, ``max_reply_bytes``,
+no redirect to another origin).
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ from google import genai
 from google.auth import exceptions as auth_errors
 from google.genai import errors as genai_errors, types
 
-from ..backends import endpoints
-from ..backends.gemini.errors import http_exceptions, retry_after
+from ..backends import endpoints, wire
+from ..backends.gemini.errors import retry_after
+from ..backends.wire import http_exceptions
 from ..calls.retry import transient_status
-from ..core.errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
+from ..core.errors import ConfigError, FatalJudgeError, GenerationFailure, JudgeCallError, TransientJudgeError
 from ..core.redact import redact
 from ..settings import credentials
+from ._bounds import bounds, media_bound
+from .settings import GeneratorSettings
 
 T = TypeVar("T")
 
@@ -79,17 +84,28 @@ def parse_vertex(value: Any) -> bool | None:
     raise ConfigError(f"vertexai={value!r}: use true, false or auto")
 
 
-def make_client(adapter: str, model: str, *, vertex: bool, timeout: float) -> Any:
-    """A google-genai client with one attempt per call, or a ConfigError naming the missing credentials."""
-    options = types.HttpOptions(timeout=max(1, int(timeout * 1000)),  # milliseconds
-                                retry_options=types.HttpRetryOptions(attempts=1))
+def make_client(adapter: str, settings: GeneratorSettings, *, vertex: bool) -> tuple[Any, Callable[[], None]]:
+    """(a google-genai client with one attempt per call and bounded reads, what closes it), or a ConfigError
+    naming the missing credentials."""
+    url = "GOOGLE_VERTEX_BASE_URL" if vertex else "GOOGLE_GEMINI_BASE_URL"
+    options, http = wire.google_http_options(bounds(settings, url),
+                                             timeout=max(1, int(settings.timeout * 1000)),  # milliseconds
+                                             retry_options=types.HttpRetryOptions(attempts=1))
     needs = credentials.hint("vertex" if vertex else "gemini_api")
     api = "Vertex AI" if vertex else "the Gemini API"
     try:
-        return genai.Client(vertexai=vertex, http_options=options, **_project(vertex))
+        client = genai.Client(vertexai=vertex, http_options=options, **_project(vertex))
     except (ValueError, auth_errors.GoogleAuthError) as exc:
-        raise ConfigError(redact(f"--model {adapter} with model={model} runs on {api}, which needs {needs}: "
-                                 f"the google-genai client could not be built ({exc})")) from None
+        if http is not None:
+            http.close()
+        raise ConfigError(redact(f"--model {adapter} with model={settings.model} runs on {api}, which needs "
+                                 f"{needs}: the google-genai client could not be built ({exc})")) from None
+
+    def close() -> None:
+        client.close()
+        if http is not None:  # the SDK leaves a client it was given to its owner
+            http.close()
+    return client, close
 
 
 def check_vertex_auth(adapter: str, model: str, client: Any) -> None:
@@ -127,6 +143,8 @@ def call(fn: Callable[[], T], what: str) -> T:
     timeouts, transport, bad_url = http_exceptions()
     try:
         return fn()
+    except JudgeCallError as exc:  # a network bound (backends/wire), as the SDK passed it on
+        raise media_bound(exc, what) from None
     except genai_errors.APIError as exc:
         raise status_error(exc, what) from None
     except timeouts:

@@ -66,7 +66,7 @@ class GeminiImageGenerator:
             raise ConfigError(f"with_text works with Gemini image models only, not with {settings.model}")
         self._options = options
         self.max_outputs = MAX_IMAGEN_IMAGES if self._imagen else 1  # Gemini image models: one candidate
-        self._client = _google.make_client(ADAPTER, settings.model, vertex=self._vertex, timeout=settings.timeout)
+        self._client, self._close = _google.make_client(ADAPTER, settings, vertex=self._vertex)
         _google.check_vertex_auth(ADAPTER, settings.model, self._client)
 
     def _resolve_vertex(self, asked: bool | None) -> bool:
@@ -94,7 +94,7 @@ class GeminiImageGenerator:
         return self._imagen_images(prompt, count) if self._imagen else [self._content_image(prompt)]
 
     def close(self) -> None:
-        self._client.close()
+        self._close()
 
     # -- Gemini image models -----------------------------------------------------------
     def _content_image(self, prompt: str) -> GeneratedMedia:

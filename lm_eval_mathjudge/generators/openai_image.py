@@ -18,11 +18,13 @@ from typing import Any, Callable, TypeVar
 
 import openai
 
+from ..backends import wire
 from ..backends._http import header_retry_after
 from ..backends.openai.chat import server_message
 from ..calls.retry import transient_status
-from ..core.errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
+from ..core.errors import ConfigError, FatalJudgeError, GenerationFailure, JudgeCallError, TransientJudgeError
 from ..core.redact import redact
+from ._bounds import bounds, media_bound
 from .base import GeneratedMedia, GeneratorLM, GeneratorSettings, Job
 
 T = TypeVar("T")
@@ -88,9 +90,11 @@ class OpenAIImageLM(GeneratorLM):
 
 # ---------------------------------------------------------------------- shared with sora.py
 def openai_client(settings: GeneratorSettings) -> "openai.OpenAI":
+    http = wire.openai_http_client(bounds(settings, "OPENAI_BASE_URL"))
     try:
-        return openai.OpenAI(max_retries=0, timeout=settings.timeout)
+        return openai.OpenAI(max_retries=0, timeout=settings.timeout, http_client=http)
     except openai.OpenAIError as exc:  # e.g. no key
+        http.close()
         raise ConfigError(redact(f"cannot build the OpenAI client: {exc}")) from None
 
 
@@ -98,11 +102,16 @@ def sdk_call(fn: Callable[[], T], what: str) -> T:
     """Run one SDK call; its exceptions become transient / fatal / refused (``translate``)."""
     try:
         return fn()
+    except JudgeCallError as exc:  # a network bound (backends/wire), as the SDK passed it on
+        raise media_bound(exc, what) from None
     except (openai.OpenAIError, ValueError) as exc:
         raise translate(exc, what) from None
 
 
 def translate(exc: Exception, what: str) -> Exception:
+    bound = wire.carried(exc)  # openai 1.x wraps a network bound in APIConnectionError
+    if bound is not None:
+        return media_bound(bound, what)
     if isinstance(exc, openai.APIStatusError):
         return status_error(exc, what)
     if isinstance(exc, openai.APITimeoutError):

@@ -26,18 +26,21 @@ from ..core import jsontext
 from ..core.errors import ConfigError
 from ..core.media import inside as _inside
 from . import failure_marker, record_provenance
+from .settings import IGNORED_ARGS, refuse_name_arg
 
 ADAPTER = "mathjudge-media"
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".mp4", ".webm", ".mov")
-_IGNORED_ARGS = ("batch_size", "max_batch_size", "device", "name")  # name=: the recorded model name (_startup)
+# model=: the name lm-eval records for the run (this model has no vendor model to name)
+_IGNORED_ARGS = (*IGNORED_ARGS, "model")
 
 
 class PregeneratedMediaLM(LM):
     def __init__(self, dir: str | None = None, manifest: str | None = None, **args: Any):  # noqa: A002
         super().__init__()
+        refuse_name_arg(ADAPTER, args)
         unknown = sorted(set(args) - set(_IGNORED_ARGS))
         if unknown:
-            raise ConfigError(f"--model {ADAPTER}: unknown --model_args {', '.join(unknown)}; known: dir, manifest")
+            raise ConfigError(f"--model {ADAPTER}: unknown --model_args {', '.join(unknown)}; known: dir, manifest, model (the run's name)")
         if not dir:
             raise ConfigError(f"--model {ADAPTER} needs --model_args dir=DIR (files DIR/<task>/<doc_id>.png|mp4|...)")
         self._root = os.path.realpath(os.path.expanduser(str(dir)))

@@ -20,9 +20,13 @@ from ..settings import credentials
 from ..settings.layers import to_bool
 from ..settings.schema import default_cache_dir
 
-# lm-eval passes the first three to every model; name= is the model name the results record (_startup).
-IGNORED_ARGS = ("batch_size", "max_batch_size", "device", "name")
+# lm-eval passes these to every model.
+IGNORED_ARGS = ("batch_size", "max_batch_size", "device")
 MAX_RETRIES_LIMIT = 20
+# One reply's bytes (raw and decoded): images and videos come as base64 in JSON or as downloads. The default
+# holds 10 large images or 4 videos in one reply; far more is no generator's.
+MAX_REPLY_BYTES = 256 << 20
+MAX_REPLY_BYTES_LIMIT = 4 << 30
 
 
 @dataclass(frozen=True)
@@ -33,11 +37,12 @@ class GeneratorSettings:
     num_concurrent: int = 4
     rpm: float = 0.0  # generation requests started per minute over all threads; 0 = unlimited
     max_retries: int = 6
-    timeout: float = 300.0  # seconds per HTTP attempt (an image can take a minute to render)
+    timeout: float = 300.0  # seconds per HTTP attempt, connect to last byte (an image can take a minute to render)
     poll_interval: float = 5.0  # seconds between status checks of a long-running job
     poll_timeout: float = 1800.0  # seconds one job may run before the sample fails (the job stays recorded)
     prompt: str | None = None  # a template file with {{question}}; None: ours for the media kind
     retry_failures: bool = False  # ask again for prompts whose earlier failure was remembered
+    max_reply_bytes: int = MAX_REPLY_BYTES  # cap on one reply (raw and decoded); over it: reply_too_large
 
     def __post_init__(self):
         if not self.model:
@@ -50,16 +55,20 @@ class GeneratorSettings:
             raise ConfigError(f"max_retries must be between 0 and {MAX_RETRIES_LIMIT}")
         if self.poll_interval < 0 or self.poll_timeout <= 0:
             raise ConfigError("poll_interval must be at least 0 and poll_timeout positive")
+        if not 1 << 20 <= self.max_reply_bytes <= MAX_REPLY_BYTES_LIMIT:
+            raise ConfigError(f"max_reply_bytes must be between {1 << 20} and {MAX_REPLY_BYTES_LIMIT} (bytes of "
+                              "one reply)")
 
 
 SETTING_TYPES: dict[str, Callable[[Any], Any]] = {
     "model": str, "media_dir": str, "num_concurrent": int, "rpm": float, "max_retries": int, "timeout": float,
-    "poll_interval": float, "poll_timeout": float, "prompt": str, "retry_failures": to_bool}
+    "poll_interval": float, "poll_timeout": float, "prompt": str, "retry_failures": to_bool, "max_reply_bytes": int}
 
 
 def split_model_args(adapter: str, options: Mapping[str, Callable[[Any], Any]],
                      model_args: Mapping[str, Any]) -> tuple[GeneratorSettings, dict[str, Any]]:
     """(shared settings, the vendor options given), every value parsed; unknown names refused."""
+    refuse_name_arg(adapter, model_args)
     common: dict[str, Any] = {}
     vendor: dict[str, Any] = {}
     for name, value in model_args.items():
@@ -77,6 +86,13 @@ def split_model_args(adapter: str, options: Mapping[str, Callable[[Any], Any]],
     if "model" not in common:
         raise ConfigError(f"--model {adapter} needs --model_args model=NAME")
     return GeneratorSettings(**common), vendor
+
+
+def refuse_name_arg(adapter: str, model_args: Mapping[str, Any]) -> None:
+    """``name=`` named our models in earlier releases; lm-eval records a model's name from ``model=``."""
+    if "name" in model_args:
+        raise ConfigError(f"--model {adapter}: --model_args name= is no longer read; lm-eval records the model's "
+                          "name from model=, so give --model_args model=NAME instead")
 
 
 def _unknown(adapter: str, name: str, known: list[str]) -> ConfigError:

@@ -22,9 +22,10 @@ from typing import Any
 
 import openai
 
-from ..core.errors import GenerationFailure, TransientJudgeError
+from ..core.errors import GenerationFailure, JudgeCallError, TransientJudgeError
 from ..core.redact import redact
 from .base import GeneratedMedia, GeneratorLM, GeneratorSettings, Job
+from ._bounds import media_bound
 from .openai_image import openai_client, refused, sdk_call, translate
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,8 @@ class SoraGenerator:
             job.forget()
             raise TransientJudgeError(f"Sora job {job_id} is unknown to the server; starting a new one",
                                       kind="job_lost") from None
+        except JudgeCallError as exc:  # a network bound (backends/wire)
+            raise media_bound(exc, f"status of Sora job {job_id}") from None
         except (openai.OpenAIError, ValueError) as exc:
             raise translate(exc, f"status of Sora job {job_id}") from None
         if video.status == "completed":

@@ -67,14 +67,14 @@ class VeoGenerator:
                               f"{credentials.hint('vertex')}")
         # Audio costs extra and the judge grades the writing: off unless asked for.
         self._options = {"duration_seconds": DEFAULT_DURATION, "generate_audio": False, **options}
-        self._client = _google.make_client(ADAPTER, settings.model, vertex=True, timeout=settings.timeout)
+        self._client, self._close = _google.make_client(ADAPTER, settings, vertex=True)
         _google.check_vertex_auth(ADAPTER, settings.model, self._client)
 
     def options(self) -> dict[str, Any]:
         return {"api": "vertex", "number_of_videos": 1, **self._options}
 
     def close(self) -> None:
-        self._client.close()
+        self._close()
 
     def generate(self, prompt: str, job: Job) -> GeneratedMedia:
         return self.generate_many(prompt, 1, job)[0]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from ..core.data_sets import YAML_KEY, names
 from ..core.errors import ConfigError, did_you_mean
 from ..core.jsontext import shown
 from ..core.redact import redact
@@ -27,12 +28,12 @@ BLOCK_KEYS = ("judge", "settings")  # the keys of a task's mathjudge: block
 BLOCK_EXAMPLE = "mathjudge: {judge: exact_match, settings: {model: gpt-4o-2024-08-06}}"
 
 
-def our_keys(config: dict) -> tuple[dict, str | None]:
-    """Take this plugin's own keys out of a task's ``config`` (lm-eval must not see them), checked: the
-    ``mathjudge:`` block and its settings, and ``mathjudge_dataset``; and the metadata's shape."""
+def our_keys(config: dict) -> dict:
+    """Take the ``mathjudge:`` block out of a task's ``config`` (lm-eval must not see it), checked with its
+    settings; check ``mathjudge_dataset`` (``data_sets.task_config`` takes it out) and the metadata's shape."""
     task = config.get("task")
     block = config.pop("mathjudge", None) or {}
-    dataset = config.pop("mathjudge_dataset", None)
+    dataset = config.get(YAML_KEY)
     if not isinstance(block, Mapping):
         raise ConfigError(f"task {task}: the mathjudge block is {shown(block)}; it must be a mapping, e.g. "
                           f"{BLOCK_EXAMPLE}")
@@ -46,11 +47,11 @@ def our_keys(config: dict) -> tuple[dict, str | None]:
                           f"of judge settings, e.g. {BLOCK_EXAMPLE}")
     if dataset is not None and not isinstance(dataset, str):
         raise ConfigError(f"task {task}: mathjudge_dataset is {shown(dataset)}; it must be the name of a data set "
-                          "folder under MATHJUDGE_DATA_DIR (gsm8k, math500, aime24, aime25, omnimath)")
+                          f"({', '.join(names())})")
     if not isinstance(config.get("metadata") or {}, Mapping):
         raise ConfigError(f"task {task}: metadata is {shown(config.get('metadata'))}; it must be a mapping of keys to "
                           "values")
-    return dict(block), dataset
+    return dict(block)
 
 
 def unbuildable(name: str | None, exc: Exception, requests: bool = False) -> ConfigError:

@@ -32,6 +32,9 @@ remaining model arguments, so only the generations that never finished are asked
 replayed or new, is reported as finished like any model's (so this run's own generations file holds
 them all).
 
+``model=NAME`` names the run (lm-eval records it as the model's name; without it, the file's path);
+with ``fallback``, ``model=`` is the fallback model's own argument, which names the run as well.
+
 A record may name the folders its media response was made in (``media_dirs``,
 as the saved generations of an image or video run do): the replay records them
 as the task's media folders, so the VLM judge attaches those files again.
@@ -51,6 +54,7 @@ from .._startup import REPLAY_MODEL
 from ..core.docs import QUESTION_KEYS, question_of
 from ..core.errors import ConfigError
 from ..generators import record_provenance
+from ..generators.settings import refuse_name_arg
 
 _SHAPES = ('one JSON object per line: {"question": "...", "response": "..."}, {"doc_id": 0, "response": "..."} '
            "(optionally with \"task\"), or the lines of an lm_eval samples_<task>_*.jsonl file")
@@ -65,6 +69,7 @@ class _Recorded:
 class ReplayLM(LM):
     def __init__(self, path: str | None = None, fallback: str | None = None, **rest: Any):
         compat.require_supported()
+        refuse_name_arg(REPLAY_MODEL, rest)
         super().__init__()
         # The run's own model for what the file lacks; without it the other arguments are lm-eval's
         # batch size and device, which a replay has no use for.

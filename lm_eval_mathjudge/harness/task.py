@@ -20,7 +20,7 @@ lm_eval_mathjudge.harness.task.JudgedTask`` and describe the judge in a
     mathjudge:                    # in the judge's base YAML
       judge: exact_match          # or vlm
       settings: {model: ...}      # optional YAML layer of the judge settings
-    mathjudge_dataset: gsm8k      # in the dataset's base YAML: folder under MATHJUDGE_DATA_DIR
+    mathjudge_dataset: gsm8k      # its data set's entry in core/data_sets.py (hub id, split, process_docs...)
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 from .. import compat, generators
 from ..calls import stop
 from ..compat import TaskBase
-from ..core import docs as data, flags, ranks
+from ..core import data_sets, docs as data, flags, ranks
 from ..core.errors import ConfigError, DataError, JudgeRunError, MathJudgeError, MediaError
 from ..core.judges import JUDGE_FAILED, JUDGES, Judge
 from ..core.media import refused as media_refused
@@ -66,8 +66,10 @@ class JudgedTask(TaskBase):
     def __init__(self, data_dir=None, cache_dir=None, download_mode=None, config: dict | None = None):
         config = dict(config or {})
         config.pop("class", None)
-        block, self._local_name = overrides.our_keys(config)
+        block = overrides.our_keys(config)
         self._judge: Judge = _judge_named(block.get("judge", "exact_match"), config.get("task"))
+        config, data_set = data_sets.task_config(config)  # mathjudge_dataset: the data keys from its entry
+        self._local_name: str | None = data_set.local_name if data_set else None
         self._settings: JudgeSettings = resolve_settings(self._judge.name, block.get("settings"),
                                                          config.get("metadata"))
         self._options: RunOptions = resolve_run_options(self._judge.name, block.get("settings"), config.get("metadata"))

@@ -18,7 +18,12 @@ client's requests. Per request:
 A cached reply is always re-parsed, so a parser fix rescores old replies for
 free, and a rerun of the same evaluation makes no call at all.
 A fatal error (bad key, unknown model) stops new calls at once: the run fails
-with one message instead of a storm of identical errors.
+with one message instead of a storm of identical errors. So does an endpoint that
+stopped answering: once ``UNRESPONSIVE_CALLS`` calls in a row (no reply in between)
+have timed out on every attempt, no further attempt is sent, and each sample left
+is a counted ``timeout`` failure; a run against a dead or dripping endpoint then
+ends after about one call's attempts (``judge_timeout`` x attempts), not one per
+wave of ``judge_concurrency`` samples.
 
 Every reply is cleaned (invalid Unicode replaced) and scrubbed of credentials
 before it is cached, parsed or shown; every error message is scrubbed before
@@ -41,7 +46,8 @@ from typing import Any, Callable, Iterable, Sequence
 from ..calls import stop
 from ..calls.limits import backend_limits, estimate_tokens
 from ..calls.retry import MAX_DELAY, RetryPolicy, call_with_retries
-from ..core.errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MathJudgeError, MediaError, UnparseableReply
+from ..core.errors import (FatalJudgeError, JudgeCallError, JudgeRefusal, MathJudgeError, MediaError,
+                           TransientJudgeError, UnparseableReply)
 from ..core.redact import redact
 from ..core.types import Backend, JudgeRequest, Outcome, Reply, clean_reply, clean_text
 from ..settings.schema import JudgeSettings, judge_label
@@ -54,6 +60,7 @@ log = logging.getLogger(__name__)
 PARSE_ASKS = 2  # first ask + one re-ask after an off-contract reply
 MEDIA_STATUSES = (400, 413, 415, 422)  # refusals of a request carrying media: about this sample's media
 TRUNCATED = frozenset({"length", "MAX_TOKENS"})  # finish reasons of a reply cut at max tokens (OpenAI, Gemini)
+UNRESPONSIVE_CALLS = 3  # calls in a row that timed out on every attempt: the endpoint stopped answering
 
 
 def outcome_from_error(error: MathJudgeError, *, calls: int = 0, reply: Reply | None = None) -> Outcome:
@@ -161,6 +168,7 @@ class JudgeClient:
         self._retrying = threading.local()  # set by _on_retry: the next attempt of this thread is a retry
         self._lock = threading.Lock()
         self._fatal: FatalJudgeError | None = None
+        self._silent = 0  # calls in a row (no reply in between) that timed out on every attempt
         self._bar: Any = None
         self._settled: dict[str, JudgeCallError] = {}  # batch mode: keys whose sample ends without an online call
         self._flights = Flights()  # a key in flight here is waited for, not sent twice
@@ -331,7 +339,15 @@ class JudgeClient:
         return reply, True
 
     def _ask(self, request: JudgeRequest) -> Reply:
-        reply = clean_reply(call_with_retries(lambda: self._call(request), self._policy, on_retry=self._on_retry))
+        try:
+            reply = clean_reply(call_with_retries(lambda: self._call(request), self._policy, on_retry=self._on_retry))
+        except TransientJudgeError as exc:
+            if exc.kind == "timeout":
+                with self._lock:
+                    self._silent += 1
+            raise
+        with self._lock:
+            self._silent = 0
         if reply.model:  # judge drift: which snapshot answered (reports refuse to rank mixed snapshots)
             with self._lock:
                 self.stats.reported_models[reply.model] += 1
@@ -359,6 +375,7 @@ class JudgeClient:
         """One attempt, inside the backend's limits (gate, requests/min, tokens/min: pool.py)."""
         if self._fatal is not None:  # another thread hit a fatal error: stop spending
             raise FatalJudgeError(f"not sent: {self._fatal}", kind="aborted")
+        self._check_responsive()
         retry, self._retrying.value = getattr(self._retrying, "value", False), False
         text = len(request.prompt) + len(request.output_text or "")
         permit = self._limits.start(estimate_tokens(text, len(request.media), self._settings.max_tokens), retry)
@@ -392,6 +409,14 @@ class JudgeClient:
             return reply
         finally:
             permit.done(outcome, tokens)
+
+    def _check_responsive(self) -> None:
+        """Refuse to send (a counted ``timeout``, not retried) once the endpoint stopped answering."""
+        if self._silent >= UNRESPONSIVE_CALLS:
+            raise JudgeCallError(
+                f"not sent: the judge endpoint stopped answering ({self._silent} calls in a row timed out on every "
+                f"attempt at judge_timeout {self._settings.timeout:g}s); rerun the same command once it answers "
+                "(only the samples without a verdict are judged), or raise judge_timeout", kind="timeout")
 
     def _count_call(self, reply: Reply | None) -> None:
         """Every request that went out counts, failed attempts included."""

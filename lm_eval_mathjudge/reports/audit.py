@@ -20,7 +20,8 @@ import os
 import sys
 from typing import Any
 
-from .rejudge import DATASETS, FAMILIES
+from ..core import data_sets
+from .rejudge import FAMILIES, task_paths
 from .runs import ReportError
 
 EXIT_OK, EXIT_ABOVE, EXIT_ERROR, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -30,14 +31,15 @@ DEFAULT_TASKS = "gpt4em"
 def task_names(spec: str | None) -> list[str]:
     """Comma-separated plugin tasks; a judge family (``gpt4em``, ``vlmjudge``) names its task on every data set."""
     names: list[str] = []
+    known = data_sets.names()
     for part in (p.strip() for p in (spec or DEFAULT_TASKS).split(",")):
         if part in FAMILIES:
-            names += [f"{d}_{part}" for d in DATASETS]
-        elif part.rsplit("_", 1)[0] in DATASETS and part.rsplit("_", 1)[-1] in FAMILIES:
+            names += [f"{d}_{part}" for d in known]
+        elif part.rsplit("_", 1)[0] in known and part.rsplit("_", 1)[-1] in FAMILIES:
             names.append(part)
         elif part:
             raise ReportError(f"--tasks {part!r}: not a task of this plugin; give <dataset>_<judge> with dataset one "
-                              f"of {', '.join(DATASETS)} and judge one of {', '.join(FAMILIES)}, or a judge alone "
+                              f"of {', '.join(known)} and judge one of {', '.join(FAMILIES)}, or a judge alone "
                               f"({', '.join(FAMILIES)}) for every data set")
     if not names:
         raise ReportError("--tasks names no task")
@@ -48,9 +50,7 @@ def load_tasks(names: list[str], metadata: dict[str, Any]) -> list[Any]:
     """The judged tasks as lm-eval builds them for ``--tasks names --metadata metadata``."""
     from lm_eval.tasks import TaskManager
 
-    from .._startup import tasks_dir
-
-    manager = TaskManager(include_path=tasks_dir(), include_defaults=False, metadata=metadata)
+    manager = TaskManager(include_path=task_paths(), include_defaults=False, metadata=metadata)
     loaded = manager.load(names)["tasks"]
     by_name = {str(key).split("::")[-1]: task for key, task in loaded.items()}
     return [by_name[name] for name in names]

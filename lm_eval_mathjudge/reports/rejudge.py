@@ -8,7 +8,8 @@ the original run's model name, so the leaderboard, ``diff``, ``agreement`` and a
 other lm-eval tool read them.
 
 Sources: samples files of this plugin's tasks (judged or ``--predict_only``) and of
-lm-eval's built-in ``gsm8k*``, ``minerva_math*``, ``aime*`` tasks; a built-in task is
+lm-eval's built-in tasks that hold a data set's docs (``gsm8k*``, ``minerva_math*``, ``aime*``...:
+each entry's ``builtin_tasks`` in ``core/data_sets.py``); a built-in task is
 judged as the plugin task of the same data set (``--tasks`` picks another judge,
 e.g. ``gsm8k_vlmjudge``). Docs of the source that are not in the plugin's data
 (say ``minerva_math_algebra`` beyond MATH-500) are skipped and counted. The media
@@ -26,18 +27,14 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..core import data_sets
 from ..core.docs import question_of, question_texts
 from . import partial
 from .runs import ReportError, Sample, load_samples, model_name
 
 log = logging.getLogger(__name__)
 
-DATASETS = ("gsm8k", "math500", "aime24", "aime25", "omnimath")
 FAMILIES = ("gpt4em", "vlmjudge")
-# lm-eval built-in task name (prefix) -> our data sets whose docs it may hold, first match wins
-_BUILTIN = (("gsm8k", ("gsm8k",)), ("minerva_math", ("math500",)), ("hendrycks_math", ("math500",)),
-            ("math500", ("math500",)), ("aime24", ("aime24",)), ("aime25", ("aime25",)),
-            ("aime", ("aime24", "aime25")), ("omni", ("omnimath",)))
 _SAMPLES_NAME = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>\d{4}-\d{2}-\d{2}T[\d.\-]+)\.jsonl$")
 
 
@@ -98,15 +95,26 @@ def _whole(paths: list[str]) -> list[str]:
     return kept
 
 
+def task_paths() -> list[str]:
+    """The folders of the plugin's task YAMLs: its own, then those of data sets that bring their own."""
+    from .._startup import tasks_dir
+
+    return [tasks_dir(), *data_sets.task_folders()]
+
+
 def datasets_of(task: str) -> tuple[str, ...]:
-    for name in DATASETS:
+    """The data sets whose docs the samples of ``task`` (ours or one of lm-eval's) may hold."""
+    entries = data_sets.every()  # one look at the installed plugins
+    known = [entry.name for entry in entries]
+    for name in known:
         if any(task == f"{name}_{family}" for family in FAMILIES):
             return (name,)
-    for prefix, names in _BUILTIN:
-        if task.startswith(prefix):
-            return names
-    raise ReportError(f"task {task!r}: no data set of this plugin matches it (known: {', '.join(DATASETS)}, and "
-                      "lm-eval's gsm8k*, minerva_math*, aime* tasks)")
+    held = data_sets.holding(task, entries)
+    if held:
+        return tuple(entry.name for entry in held)
+    builtin = ", ".join(f"{prefix}*" for prefix in data_sets.builtin_prefixes(entries))
+    raise ReportError(f"task {task!r}: no data set of this plugin matches it (known: {', '.join(known)}, and "
+                      f"lm-eval's {builtin} tasks)")
 
 
 def targets_for(task: str, chosen: list[str] | None) -> list[str]:
@@ -130,7 +138,7 @@ def plan(sources: list[Source], docs: dict[str, list[dict]], chosen: list[str] |
         targets = targets_for(source.task, chosen)
         for sample in source.samples:
             hit = next(((t, index[t][_norm(sample.question)]) for t in targets
-                        if sample.question and _norm(sample.question) in index[t]), None)
+                        if sample.question and _norm(sample.question) in index.get(t, {})), None)
             if hit is None or sample.response is None:
                 result.skipped[source.task] = result.skipped.get(source.task, 0) + 1
                 continue
@@ -194,13 +202,13 @@ def _rejudge_model(sources: list[Source], output_path: str, metadata: dict, task
     from lm_eval.tasks import TaskManager
     from lm_eval.utils import sanitize_model_name
 
-    from .._startup import REPLAY_MODEL, tasks_dir
+    from .._startup import REPLAY_MODEL
 
     if REPLAY_MODEL not in model_registry:  # the start-up hook is off (MATHJUDGE_NO_AUTOLOAD)
         model_registry.register(REPLAY_MODEL, target="lm_eval_mathjudge.harness.replay:ReplayLM")
     targets = list(dict.fromkeys(t for s in sources for t in targets_for(s.task, tasks)))
     metadata = {**metadata, "rejudged_from": [s.path for s in sources]}  # recorded in each task's config
-    manager = TaskManager(include_path=tasks_dir(), include_defaults=False, metadata=metadata)
+    manager = TaskManager(include_path=task_paths(), include_defaults=False, metadata=metadata)
     loaded = manager.load(targets)["tasks"]
     docs = {name: list(task.eval_docs) for name, task in loaded.items()}
     work = plan(sources, docs, tasks)

@@ -23,6 +23,11 @@ DEFAULT_MAX_TOKENS = 1024  # the contract itself is ~60 tokens; the table adds r
 # Reasoning models spend hidden tokens before the verdict; OpenAI advises reserving ~25k.
 REASONING_MAX_TOKENS = 25000
 GEMINI_THINKING_MAX_TOKENS = 8192  # Gemini 2.5 thinks within max_output_tokens
+# The most bytes one judge reply may take on the wire (raw and decoded), unless judge_max_reply_bytes says:
+# room for the envelope (JSON, usage, Gemini's thought signatures, an error page) plus, per token of the
+# reply, more than any token takes as JSON-escaped UTF-8. A judge that sends more is not a judge.
+REPLY_BYTES_BASE = 1 << 20
+REPLY_BYTES_PER_TOKEN = 64
 
 # Built-in defaults per (judge, backend): a pair missing here is a combination that cannot work.
 DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
@@ -67,6 +72,11 @@ def moving_alias(model: str) -> bool:
     if _OPENAI_FAMILY.match(name):
         return not (DATED_SNAPSHOT.search(name) or _OPENAI_OLD_SNAPSHOT.search(name))
     return False
+
+
+def default_reply_bytes(max_tokens: int) -> int:
+    """The byte cap on one reply of a judge allowed ``max_tokens`` tokens (1 MiB + 64 bytes a token)."""
+    return REPLY_BYTES_BASE + REPLY_BYTES_PER_TOKEN * max_tokens
 
 
 def model_defaults(judge: str, backend: str, values: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from ..core.errors import ConfigError
 from ..core.jsontext import shown
-from .models import DEFAULT_EXACT_MATCH_MODEL, DEFAULT_MAX_TOKENS
+from .models import DEFAULT_EXACT_MATCH_MODEL, DEFAULT_MAX_TOKENS, default_reply_bytes
 
 BACKENDS = ("openai", "azure", "local", "gemini")
 ENV_PREFIX = "MATHJUDGE_"
@@ -44,6 +44,8 @@ MAX_REPEATS = 1024  # samples per problem (lm-eval's repeats); more is a typo, n
 MAX_RETRIES_LIMIT = 20
 MAX_CONCURRENCY = 1024
 MAX_TIMEOUT = 3600.0  # seconds per attempt
+MIN_REPLY_BYTES = 1024  # judge_max_reply_bytes: less cannot hold an error body
+MAX_REPLY_BYTES = 1 << 30  # 1 GiB: a reply that large is held in memory; it is no judge's
 MAX_TEMPERATURE = 2.0  # the largest any supported API accepts
 MAX_TOKENS_LIMIT = 1_000_000
 THINKING_BUDGET_MAX = 32768  # Gemini 2.5 Pro's largest thinking budget; -1 = dynamic, 0 = off
@@ -66,7 +68,7 @@ class JudgeSettings:
     max_tokens: int = DEFAULT_MAX_TOKENS  # models.DEFAULTS adds room for thinking
     concurrency: int = 64  # judge calls in flight at most (the adaptive gate lowers it on 429s)
     rpm: float = 0.0  # requests per minute across all threads; 0 = unlimited
-    timeout: float = 120.0  # seconds per HTTP attempt
+    timeout: float = 120.0  # seconds per attempt: one deadline, wall clock, from connect to the last byte
     max_retries: int = 6  # retries after the first attempt, transient errors only
     cache: bool = True
     cache_dir: str | None = None  # None: the user cache directory
@@ -84,6 +86,12 @@ class JudgeSettings:
     dry_run: bool = False  # print the cost estimate and stop before any judge call
     budget_usd: float | None = None  # refuse to start judging when the estimate is above this
     prices: str | None = None  # a JSON object or a .json/.yaml file overriding the price table
+    max_reply_bytes: int | None = None  # cap on one reply (raw and decoded); None: models.default_reply_bytes
+
+    @property
+    def reply_bytes(self) -> int:
+        """The byte cap on one reply of this judge (backends/wire): the setting, else sized from max_tokens."""
+        return self.max_reply_bytes if self.max_reply_bytes is not None else default_reply_bytes(self.max_tokens)
 
     def __post_init__(self):
         for f in fields(self):
@@ -108,7 +116,7 @@ TYPES: dict[str, tuple[type, bool]] = {
     "cache_network_fs": (str, False), "thinking_budget": (int, True), "reasoning_effort": (str, True), "tpm": (float, False),
     "adaptive": (bool, False), "mode": (str, False), "batch_poll_seconds": (float, False),
     "batch_max_hours": (float, False), "batch_wait": (bool, False), "batch_fallback": (str, False),
-    "dry_run": (bool, False), "budget_usd": (float, True), "prices": (str, True),
+    "dry_run": (bool, False), "budget_usd": (float, True), "prices": (str, True), "max_reply_bytes": (int, True),
 }
 assert set(TYPES) == set(FIELDS), "every setting needs an entry in TYPES"
 
@@ -186,6 +194,9 @@ def _problems(s: JudgeSettings):
                "down for longer needs a rerun, not more waiting")
     if not 1 <= s.max_tokens <= MAX_TOKENS_LIMIT:
         yield f"judge max_tokens={s.max_tokens} must be between 1 and {MAX_TOKENS_LIMIT}"
+    if s.max_reply_bytes is not None and not MIN_REPLY_BYTES <= s.max_reply_bytes <= MAX_REPLY_BYTES:
+        yield (f"judge max_reply_bytes={s.max_reply_bytes} must be between {MIN_REPLY_BYTES} and {MAX_REPLY_BYTES} "
+               "(bytes of one reply; unset: sized from max_tokens)")
     if not 0 < s.timeout <= MAX_TIMEOUT:
         yield f"judge timeout={s.timeout} must be more than 0 and at most {MAX_TIMEOUT:.0f} seconds"
     if s.rpm < 0:

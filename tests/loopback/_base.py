@@ -51,6 +51,9 @@ class Reply:
     body: JsonBody = None
     headers: dict[str, str] = field(default_factory=dict)
     drop: bool = False
+    # Writes the whole raw response itself (status line, headers, body) to the socket: HTTP-level
+    # faults (wire_faults.py). The connection is closed after it.
+    write: Callable[[socket.socket], None] | None = None
 
     def encoded(self) -> tuple[bytes, str]:
         """Body bytes plus a matching default Content-Type."""
@@ -117,12 +120,16 @@ class _Handler(BaseHTTPRequestHandler):
         with owner._in_flight():
             if owner.latency:
                 time.sleep(owner.latency)
-            reply = owner._safe_route(self.command, self.path, headers, raw)
+            reply = owner._misbehaving(self.path) or owner._safe_route(self.command, self.path, headers, raw)
             self._write(reply)
             if not reply.drop:
                 owner._sent_reply(self.command, self.path, reply.status)
 
     def _write(self, reply: Reply) -> None:
+        if reply.write is not None:
+            self.close_connection = True
+            reply.write(self.connection)
+            return
         if reply.drop:
             # Abort without a status line: clients see a protocol/connection error.
             self.close_connection = True
@@ -251,6 +258,20 @@ class LoopbackServer:
         with self._lock:
             self._faults.extend([fault] * times)
 
+    def misbehave(self, path_part: str, reply: Reply, times: int = 1) -> None:
+        """Answer the next `times` requests whose path contains `path_part` with `reply` (any route:
+        model calls, model lookups, file downloads), before the protocol sees them."""
+        with self._lock:
+            self._misbehaviour.extend([(path_part, reply)] * times)
+
+    def _misbehaving(self, path: str) -> Reply | None:
+        with self._lock:
+            for i, (part, reply) in enumerate(self._misbehaviour):
+                if part in path:
+                    del self._misbehaviour[i]
+                    return reply
+        return None
+
     def _fault_reply(self) -> Reply | None:
         """Pop the next fault; returns the reply it dictates or None (normal)."""
         with self._lock:
@@ -289,6 +310,7 @@ class LoopbackServer:
         self._requests: list[RecordedRequest] = []
         self._replies_sent: list[float] = []
         self._faults: deque[Fault] = deque()
+        self._misbehaviour: list[tuple[str, Reply]] = []
         self._max_in_flight = 0
         self._accepted: deque[float] = deque()  # arrival times of model calls inside the rate window
         self._rate_limited = 0
@@ -373,6 +395,8 @@ class LoopbackServer:
         spec = self.responder(body)
         if isinstance(spec, str):
             spec = {text_key: spec}
+        if isinstance(spec.get("wire"), Reply):  # an HTTP-level fault (wire_faults.py)
+            return spec["wire"]
         status = int(spec.get("status", 200))
         headers = dict(spec.get("headers") or {})
         if "raw_body" in spec:

@@ -98,12 +98,11 @@ class ScriptedJudge:
 
 
 def task_docs(data_dir: str, name: str) -> list[dict]:
-    """A data set's docs as its tasks see them (normalised by the process_docs their YAML names)."""
-    from lm_eval_mathjudge.core import docs as data
+    """A data set's docs as its tasks see them (normalised by its registry entry's process_docs)."""
+    from lm_eval_mathjudge.core import data_sets, docs
 
-    normalise = {"gsm8k": data.gsm8k, "math500": data.with_solution, "aime24": data.aime_with_solution,
-                 "aime25": data.answer_only, "omnimath": data.with_solution}
-    return list(normalise[name](data.load_local(data_dir, name, "test")["test"]))
+    entry = data_sets.get(name)
+    return list(entry.process_docs(docs.load_local(data_dir, entry.local_name, "test")["test"]))
 
 
 def battery_items(data_dir: str, task: str, limit: int) -> list:

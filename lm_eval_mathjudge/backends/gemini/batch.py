@@ -9,10 +9,13 @@ empty reply, usage), so a batch verdict is the online verdict at batch price.
 
 Where the requests travel:
 - inline in the create call while they encode under ``INLINE_MAX_BYTES``
-  (the API refuses request payloads over 20 MB); replies come back inside the job;
+  (the API refuses request payloads over 20 MB) and their replies, each at the
+  judge's reply cap, fit in ``INLINE_REPLIES_BYTES``; replies come back inside
+  the job, whose reads are bounded by ``JOB_READ_BYTES``;
 - otherwise as a JSONL file (``{"key", "request"}`` per line) uploaded through
   the File API; replies come back as a JSONL file the job writes, downloaded to
-  a temporary file and read line by line.
+  a temporary file within the bounds of its replies (``batch.base.result_bytes``,
+  ``result_seconds``) and read line by line, no line longer than one reply's cap.
 - Media over the online inline limit are uploaded through the File API as
   online, but kept until the job is collected (the job reads them hours later).
 
@@ -42,11 +45,14 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 from google.genai import _common, batches as genai_batches, errors as genai_errors, types
 
 from ...batch.base import (CANCELLED, COMPLETED, EXPIRED, FAILED, ITEM_FAILED, RUNNING, BatchUnavailable, Item,
-                           JobStatus, Limits, Result, item_error)
+                           JobStatus, Limits, RESULT_BASE, Result, item_error, result_bytes, result_line_bytes,
+                           result_lines, result_seconds)
 from ...calls.retry import RetryPolicy, call_with_retries
 from ...core.errors import JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError
 from ...core.redact import redact
 from ...core.types import JudgeRequest
+from .. import wire
+from .._http import about
 from . import requests
 from .online import GeminiBackend
 from .replies import enum_name, reply_of
@@ -54,6 +60,10 @@ from .replies import enum_name, reply_of
 log = logging.getLogger(__name__)
 
 INLINE_MAX_BYTES = 18 * 1000 * 1000  # encoded requests under this go inline (the API's payload limit is 20 MB)
+# Inline replies come back inside the job itself, read whole: a job goes inline only while its replies, each at
+# the judge's reply cap, fit in this, so reading the job is bounded by ``JOB_READ_BYTES`` whoever submitted it.
+INLINE_REPLIES_BYTES = 64 << 20
+JOB_READ_BYTES = RESULT_BASE + INLINE_REPLIES_BYTES
 FILE_MAX_BYTES = 1_900_000_000  # a JSONL input file may hold 2 GB; the runner splits larger runs
 MAX_REQUESTS = 50_000  # no documented cap; keeps one job's result file far below the file limit
 NAME_PREFIX = "mj-"  # File API names: lowercase letters, digits and dashes, at most 40 characters
@@ -127,6 +137,7 @@ class GeminiBatchProvider:
         keys: list[str] = []
         inline: list[types.InlinedRequest] | None = []
         size = 0
+        most_inline = max(1, INLINE_REPLIES_BYTES // result_line_bytes(self._settings.reply_bytes))
         for key, request in items:
             try:
                 inlined = self._call(lambda: self._inlined(key, request, tag, uploaded))
@@ -138,7 +149,7 @@ class GeminiBatchProvider:
             spool.write(data)
             size += len(data)
             keys.append(key)
-            if inline is not None and size <= INLINE_MAX_BYTES:
+            if inline is not None and size <= INLINE_MAX_BYTES and len(keys) <= most_inline:
                 inline.append(inlined)
             else:
                 inline = None  # too big to go inline: the spooled JSONL file is uploaded instead
@@ -173,7 +184,8 @@ class GeminiBatchProvider:
                          message=message)
 
     def results(self, job_id: str) -> Iterator[Result]:
-        dest = self._retrying(lambda: self._get(job_id)).dest
+        job, stats, _ = self._retrying(lambda: self._read(job_id))
+        dest = job.dest
         if dest is None:  # an expired or cancelled job keeps nothing: the runner applies the fallback
             return
         if dest.inlined_responses:
@@ -183,26 +195,37 @@ class GeminiBatchProvider:
                 if key is not None:  # an answer we cannot place is not guessed at
                     yield key, self._result(answer)
         elif dest.file_name:
-            yield from self._file_results(dest.file_name)
+            items = _count(stats, "requestCount") or len(self._keys.get(job_id, ())) or MAX_REQUESTS
+            yield from self._file_results(dest.file_name, items)
 
-    def _file_results(self, file_name: str) -> Iterator[Result]:
+    def _file_results(self, file_name: str, items: int) -> Iterator[Result]:
         handle, path = tempfile.mkstemp(prefix="mathjudge-batch-", suffix=".jsonl")
         os.close(handle)
-        try:  # streamed to disk: a large result file is never held in memory
-            self._retrying(lambda: self._download(file_name, path))
-            with open(path, encoding="utf-8") as lines:
-                for line in lines:
-                    if line.strip():
+        line_cap = result_line_bytes(self._settings.reply_bytes)
+        try:  # streamed to disk: a large result file is never held in memory, nor a long line of it
+            self._retrying(lambda: self._download(file_name, path, items))
+            with open(path, "rb") as spool:
+                for line in result_lines(spool, line_cap):
+                    if line is None:
+                        log.warning("a line of the Gemini batch result file %s is over the %d-byte cap of one "
+                                    "reply; skipped (its request is left to the fallback)", file_name, line_cap)
+                    elif line.strip():
                         yield from self._file_line(line)
         finally:
             os.unlink(path)
 
-    def _download(self, file_name: str, path: str) -> None:
+    def _download(self, file_name: str, path: str, items: int) -> None:
+        """The result file into ``path``, within the bounds of ``items`` replies."""
         download = self._client.files.download
-        if "destination" in inspect.signature(download).parameters:  # google-genai >= 1.5x streams to disk
-            self._call(lambda: download(file=file_name, destination=path))
-            return
-        data = self._call(lambda: download(file=file_name))
+        with wire.scoped(max_bytes=result_bytes(items, self._settings.reply_bytes),
+                         seconds=result_seconds(items, self._settings.timeout)):
+            try:
+                if "destination" in inspect.signature(download).parameters:  # google-genai >= 1.5x: to disk
+                    self._call(lambda: download(file=file_name, destination=path))
+                    return
+                data = self._call(lambda: download(file=file_name))
+            except JudgeCallError as exc:
+                raise about(exc, f"the batch result file {file_name}") from None
         with open(path, "wb") as out:
             out.write(data)
 
@@ -257,7 +280,8 @@ class GeminiBatchProvider:
 
     # -- SDK calls ----------------------------------------------------------------------
     def _get(self, job_id: str) -> Any:
-        return self._call(lambda: self._client.batches.get(name=job_id))
+        with wire.scoped(max_bytes=JOB_READ_BYTES):  # a finished inline job holds its replies
+            return self._call(lambda: self._client.batches.get(name=job_id))
 
     def _read(self, job_id: str) -> tuple[Any, dict, str]:
         """The job, its batchStats (request, success, failure counts) and why it failed: ``batches.get`` drops both.
@@ -272,7 +296,8 @@ class GeminiBatchProvider:
             stats = (body.get("metadata") or {}).get("batchStats")
             error = body.get("error") if isinstance(body.get("error"), dict) else {}
             return job, stats if isinstance(stats, dict) else {}, str(error.get("message") or "")[:500]
-        return self._call(read)
+        with wire.scoped(max_bytes=JOB_READ_BYTES):  # a finished inline job holds its replies
+            return self._call(read)
 
     def _retrying(self, call: Callable[[], T]) -> T:
         """Collection reads retried by retry.py's policy (the runner retries submit and status itself)."""

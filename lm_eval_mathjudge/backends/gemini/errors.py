@@ -1,44 +1,26 @@
 """Gemini failures mapped onto the project's error tree: API statuses, transport errors, the wait asked for.
 
 The status rule itself is ``backends._http.status_error``; this module reads
-what google-genai's errors carry (code, status name, RetryInfo) and which
-httpx flavour the SDK raises from. The generators use the same mapping.
+what google-genai's errors carry (code, status name, RetryInfo); the httpx
+exceptions of either flavour are ``wire.http_exceptions``. The generators use
+the same mapping.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import TYPE_CHECKING
 
 from ...core.errors import FatalJudgeError, JudgeCallError, TransientJudgeError
 from ...core.redact import redact
 from ...settings import credentials
-from .._http import header_retry_after, status_error
+from .._http import about, header_retry_after, status_error
+from ..wire import http_exceptions
 
 if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
     from google.genai import errors as genai_errors
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
-
-
-@functools.cache
-def http_exceptions() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...],
-                               tuple[type[BaseException], ...]]:
-    """(timeouts, connection errors, bad URL) of whichever httpx flavour the SDK uses.
-
-    google-genai 3.x defaults to httpx2 (a fork under its own namespace), else httpx.
-    """
-    timeouts, transport, bad_url = [], [], []
-    for name in ("httpx2", "httpx"):
-        try:
-            module = __import__(name)
-        except ImportError:
-            continue
-        timeouts.append(module.TimeoutException)
-        transport.append(module.TransportError)  # ConnectError, RemoteProtocolError, ReadError, ...
-        bad_url += [module.UnsupportedProtocol, module.InvalidURL]
-    return tuple(timeouts), tuple(transport), tuple(bad_url)
 
 
 def api_error(exc: genai_errors.APIError, endpoint: str) -> Exception:
@@ -67,13 +49,6 @@ def exchange_error(exc: Exception, endpoint: str, timeout: float) -> Exception:
         return FatalJudgeError(redact(f"gemini credentials were rejected: {exc} (check the Vertex AI "
                                       "application default credentials)"), kind="auth")
     return exc  # not ours to classify (JudgeRefusal, MediaError, a bug): unchanged
-
-
-def about(error: Exception, what: str) -> Exception:
-    """The same classified error, its message saying which step of the call failed."""
-    if not isinstance(error, JudgeCallError):
-        return error
-    return type(error)(f"{what}: {error}", kind=error.kind, status=error.status, retry_after=error.retry_after)
 
 
 def retry_after(exc: genai_errors.APIError) -> float | None:

@@ -29,7 +29,7 @@ from ...core.redact import redact
 from ...core.types import JudgeRequest, Media, Reply
 from ...settings import credentials
 from ...settings.schema import JudgeSettings
-from .. import endpoints
+from .. import endpoints, wire
 from .._lazy import LazyClient
 from . import errors, files, requests
 from .replies import reply_of
@@ -51,6 +51,7 @@ class GeminiBackend(LazyClient):
     def __init__(self, settings: JudgeSettings):
         self._settings = settings
         self._vertex = False
+        self._http: Any = None  # the bounded HTTP client of the SDK client, once built
         endpoint = endpoints.sdk_endpoint(settings)
         self._endpoint = endpoint if endpoint is not None else self.client_endpoint()
 
@@ -68,15 +69,15 @@ class GeminiBackend(LazyClient):
         from google.genai import types
 
         settings = self._settings
-        options = types.HttpOptions(
-            timeout=max(1, int(settings.timeout * 1000)),  # milliseconds
-            retry_options=types.HttpRetryOptions(attempts=1),
-        )
+        options, self._http = wire.google_http_options(
+            wire.judge_bounds(settings), timeout=max(1, int(settings.timeout * 1000)),  # milliseconds
+            retry_options=types.HttpRetryOptions(attempts=1))
         if settings.base_url:
             options.base_url = settings.base_url
         try:
             client = genai.Client(http_options=options)
         except (ValueError, auth_errors.GoogleAuthError) as exc:  # no key, no project, no ADC
+            self._close_http()
             raise FatalJudgeError(redact(f"cannot build the gemini client: {exc} {credentials.hint('gemini')}."),
                                   kind="config") from None
         self._vertex = bool(getattr(getattr(client, "_api_client", None), "vertexai", False))
@@ -185,6 +186,13 @@ class GeminiBackend(LazyClient):
         close = getattr(self._sdk_client, "close", None)  # never built: nothing to close
         if callable(close):
             close()
+        self._close_http()
+
+    def _close_http(self) -> None:
+        """The bounded HTTP client given to the SDK, which leaves closing it to us."""
+        if self._http is not None:
+            self._http.close()
+            self._http = None
 
 
 class _NoRoute(Exception):

@@ -6,7 +6,9 @@
     status   batches.retrieve: validating / in_progress / finalizing / cancelling are
              running; completed, failed, expired, cancelled are final
     results  the output file (one line per answered request: status code and body) and
-             the error file (requests that failed or expired: ``batch_expired``)
+             the error file (requests that failed or expired: ``batch_expired``), each
+             streamed to a temporary file within the bounds of the job's replies
+             (``batch.base.result_bytes``, ``result_seconds``) and read a line at a time
     cleanup  files.delete of the input, output and error files
 
 OpenAI takes up to 50,000 requests and 200 MB per file; ``LIMITS`` keeps a margin.
@@ -18,19 +20,23 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Iterator, Sequence
+import tempfile
+from typing import IO, Any, Callable, Iterator, Sequence
 
 import openai
 from openai.types.chat import ChatCompletion
 
-from ...batch.base import (CANCELLED, COMPLETED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, RUNNING, Item, JobStatus,
-                           Limits, Result, item_error)
+from ...batch.base import (CANCELLED, COMPLETED, EXPIRED, FAILED, ITEM_EXPIRED, ITEM_FAILED, MIN_TRANSFER_RATE, RUNNING,
+                           Item, JobStatus, Limits, Result, item_error, result_bytes, result_line_bytes, result_lines,
+                           result_seconds)
 from ...calls.retry import RetryPolicy, call_with_retries
 from ...core.errors import JudgeCallError, MediaError, TransientJudgeError
 from ...core.redact import redact
 from ...core.types import JudgeRequest, Reply
 from ...settings import credentials
-from .._http import status_error
+from ...settings.models import DEFAULT_MAX_TOKENS, default_reply_bytes
+from .. import wire
+from .._http import about, status_error
 from .chat import reply_of
 
 log = logging.getLogger(__name__)
@@ -38,8 +44,7 @@ log = logging.getLogger(__name__)
 LIMITS = Limits(max_requests=50_000, max_bytes=190 * 1024 * 1024)  # OpenAI: 50,000 requests, 200 MB per file
 COMPLETION_WINDOW = "24h"  # the only window OpenAI offers
 FILE_NAME = "lm_eval_mathjudge-batch.jsonl"
-MIN_TRANSFER_RATE = 512 * 1024  # bytes/s: an upload or download may take size / rate, at least the judge timeout
-DOWNLOAD_TIMEOUT = 600.0  # seconds for one result file (its size is not known before)
+DOWNLOAD_CHUNK = 1 << 20  # bytes of a result file written to disk at a time
 _STATES = {"validating": RUNNING, "in_progress": RUNNING, "finalizing": RUNNING, "cancelling": RUNNING,
            "completed": COMPLETED, "failed": FAILED, "expired": EXPIRED, "cancelled": CANCELLED}
 _URLS = {"openai": "/v1/chat/completions", "azure": "/chat/completions"}
@@ -49,7 +54,8 @@ def create(backend: Any) -> "OpenAIBatchProvider":
     """The batch API of an ``OpenAIBackend``'s own client: the same request bodies, sent as one file."""
     s = backend.settings
     return OpenAIBatchProvider(backend.sdk, backend.request_body, backend.api_error, backend=s.backend,
-                               endpoint=backend.endpoint, max_retries=s.max_retries, timeout=s.timeout)
+                               endpoint=backend.endpoint, max_retries=s.max_retries, timeout=s.timeout,
+                               reply_bytes=s.reply_bytes)
 
 
 class OpenAIBatchProvider:
@@ -58,8 +64,10 @@ class OpenAIBatchProvider:
     limits = LIMITS
 
     def __init__(self, client: Any, body: Callable[[JudgeRequest], dict], api_error: Callable[[Exception],
-                 JudgeCallError], *, backend: str, endpoint: str, max_retries: int, timeout: float = 120.0):
+                 JudgeCallError], *, backend: str, endpoint: str, max_retries: int, timeout: float = 120.0,
+                 reply_bytes: int = default_reply_bytes(DEFAULT_MAX_TOKENS)):
         self._client, self._body, self.api_error = client, body, api_error
+        self._reply_bytes = reply_bytes  # the judge's cap on one reply: a result line's, times the items a file's
         self.name = backend
         self._url = _URLS[backend]
         self._endpoint = endpoint
@@ -95,13 +103,20 @@ class OpenAIBatchProvider:
 
     def results(self, job_id: str) -> Iterator[Result]:
         job = self._sdk(lambda: self._client.batches.retrieve(job_id))
+        counts = job.request_counts
+        items = (counts.total if counts else 0) or LIMITS.max_requests
         for file_id in (job.output_file_id, job.error_file_id):
             if not file_id:
                 continue
-            text = call_with_retries(lambda: self._download(file_id), self._policy)
-            for line in text.splitlines():
-                if line.strip():
-                    yield self._line(line)
+            with tempfile.TemporaryFile() as spool:  # streamed to disk: a result file is never held in memory
+                call_with_retries(lambda: self._download(file_id, spool, items), self._policy)
+                spool.seek(0)
+                for line in result_lines(spool, result_line_bytes(self._reply_bytes)):
+                    if line is None:  # its item is left unanswered: the runner's fallback takes it
+                        log.warning("batch job %s: a line of %s is over the %d-byte cap of one reply; skipped",
+                                    job_id, file_id, result_line_bytes(self._reply_bytes))
+                    elif line.strip():
+                        yield self._line(line)
 
     def cleanup(self, job_id: str) -> None:
         try:
@@ -138,9 +153,24 @@ class OpenAIBatchProvider:
                                       kind="bad_response") from None
         return key, _item(row, self.name)
 
-    def _download(self, file_id: str) -> str:
-        return self._sdk(lambda: self._client.files.content(file_id, timeout=max(self._timeout,
-                                                                                  DOWNLOAD_TIMEOUT))).text
+    def _download(self, file_id: str, spool: IO[bytes], items: int) -> None:
+        """One result file into ``spool``, within the bounds of ``items`` replies (a retry starts over)."""
+        spool.seek(0)
+        spool.truncate()
+        bounds = wire.scoped(max_bytes=result_bytes(items, self._reply_bytes),
+                             seconds=result_seconds(items, self._timeout))
+        timeouts, transport, _ = wire.http_exceptions()
+        try:
+            with bounds, self._client.files.with_streaming_response.content(file_id) as response:
+                for chunk in response.iter_bytes(DOWNLOAD_CHUNK):
+                    spool.write(chunk)
+        except JudgeCallError as exc:  # a network bound (wire): the file over its cap, past its deadline
+            raise about(exc, f"the batch result file {file_id}") from None
+        except openai.APIError as exc:
+            raise about(self.api_error(exc), f"the batch result file {file_id}") from None
+        except (*timeouts, *transport) as exc:  # the body broke off mid-way: retried
+            raise TransientJudgeError(redact(f"the batch result file {file_id} broke off at {self._endpoint}: "
+                                             f"{type(exc).__name__}: {exc}"), kind="connection") from None
 
     def _delete(self, file_id: str) -> None:
         try:

@@ -34,7 +34,7 @@ from ...core.types import JudgeRequest, Media, Reply
 from ...settings import credentials
 from ...settings.models import is_reasoning_model
 from ...settings.schema import JudgeSettings
-from .. import endpoints
+from .. import endpoints, wire
 from .._http import building_request, check_text, status_error
 from .._lazy import LazyClient
 
@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 PREFLIGHT_TIMEOUT = 30.0  # seconds per preflight attempt (at most the judge timeout)
 PREFLIGHT_RETRIES = 2  # transient preflight failures retried (at most judge max_retries)
+MODEL_LIST_BYTES = 16 << 20  # a model list (a proxy serving hundreds of models) may be larger than one reply
 
 def create(settings: JudgeSettings, judge: str) -> "OpenAIChatBackend":
     return OpenAIChatBackend(settings)
@@ -64,8 +65,11 @@ class OpenAIChatBackend(LazyClient):
         if settings.base_url:
             kwargs["azure_endpoint" if settings.backend == "azure" else "base_url"] = settings.base_url
         try:
+            kwargs["http_client"] = wire.openai_http_client(wire.judge_bounds(settings))
             return openai.AzureOpenAI(**kwargs) if settings.backend == "azure" else openai.OpenAI(**kwargs)
         except (openai.OpenAIError, ValueError) as exc:  # e.g. missing key, endpoint or Azure API version
+            if "http_client" in kwargs:
+                kwargs["http_client"].close()
             raise FatalJudgeError(redact(f"cannot build the {settings.backend} client: {exc}"), kind="config") from None
 
     def connect(self) -> None:
@@ -162,7 +166,8 @@ class OpenAIChatBackend(LazyClient):
         import openai
 
         try:
-            return call()
+            with wire.scoped(max_bytes=max(MODEL_LIST_BYTES, self._settings.reply_bytes)):
+                return call()
         except openai.APIStatusError as exc:
             if exc.status_code == 405 or (exc.status_code == 404 and not _about_model(exc, self._settings.model)):
                 raise _NoRoute() from None
@@ -186,6 +191,9 @@ class OpenAIChatBackend(LazyClient):
     def _exchange_error(self, exc: openai.APIError) -> JudgeCallError:
         import openai
 
+        bound = wire.carried(exc)  # a deadline, the byte cap or a redirect (openai 1.x wraps them)
+        if bound is not None:
+            return bound
         if isinstance(exc, openai.APITimeoutError):
             return TransientJudgeError(f"judge request to {self._endpoint} timed out after "
                                        f"{self._settings.timeout:g}s", kind="timeout")
