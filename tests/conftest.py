@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import ssl
+import sys
 from pathlib import Path
 
 import pytest
