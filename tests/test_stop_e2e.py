@@ -5,7 +5,7 @@ The model under test is a loopback `local-chat-completions` server, the judge a 
 that takes its time; both count what they receive and when each reply went out. Each scenario checks
 what a stop must keep: judge calls started after the signal (at most a handful), every reply the judge
 sent stored in the cache, the generations saved and the printed resume command making no model call,
-the exit status (130/143), no traceback, and an exit within 15 s. The scenarios run side by side
+the exit status (130/143) and no traceback. The scenarios run side by side
 (tests/e2e.py Scenarios); each test checks its own.
 """
 
