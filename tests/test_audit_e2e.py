@@ -27,10 +27,12 @@ from lm_eval_mathjudge.core.prompts import neutralise
 from lm_eval_mathjudge.core.stats import wilson_interval
 from tests.conftest import SHARED_DATA, read_jsonl
 from tests._helpers import rule_outcome
-from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, fenced, run_lm_eval
+from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, TIMEOUT_S, fenced, run_lm_eval
 from tests.loopback import ChatCompletionsServer, GeminiServer
 from tests.loopback.openai_batch_server import OpenAIBatchServer
 from tests.loopback.scripted import REPLIES, ScriptedJudge, battery_items, request_text, task_docs
+
+pytestmark = pytest.mark.e2e
 
 MATHJUDGE = str(Path(sys.executable).with_name("mathjudge"))
 GEMINI_CANARY = "AIza-canary-0c4f7e19b2d84a6b"
@@ -58,7 +60,7 @@ def credulous(item) -> str:
 
 def _mathjudge(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
-    return subprocess.run([MATHJUDGE, "audit", *args], capture_output=True, text=True, timeout=600,
+    return subprocess.run([MATHJUDGE, "audit", *args], capture_output=True, text=True, timeout=TIMEOUT_S,
                           env={**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "MATHJUDGE_DATA_DIR": DATA,
                                **env})
 

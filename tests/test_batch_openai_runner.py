@@ -18,6 +18,7 @@ from lm_eval_mathjudge.judging.cache import ReplyCache
 from lm_eval_mathjudge.settings.schema import JudgeSettings
 from lm_eval_mathjudge.core.errors import JudgeRefusal, TransientJudgeError
 from lm_eval_mathjudge.core.types import JudgeRequest, Reply
+from tests.e2e import THREAD_WAIT_S
 
 CORRECT = "Error Analysis: The student's final answer is 18 and the reference answer is 18.\nFinal Verdict: Correct"
 
@@ -293,7 +294,7 @@ def test_two_processes_starting_on_the_same_requests_make_one_job(tmp_path):
         t.start()
         clock.sleep(0.1)
     for t in threads:
-        t.join(timeout=30)
+        t.join(timeout=THREAD_WAIT_S)
     assert list(provider.jobs) == ["job1"]
     # The second found the job (resumed it, or found its replies already collected): never a second submit.
     assert sorted(r.submitted for r in reports) == [0, 3] and len(reports) == 2

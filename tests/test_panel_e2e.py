@@ -19,6 +19,8 @@ from tests.conftest import SHARED_DATA, read_jsonl
 from tests.e2e import CANARY_KEY, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 
+pytestmark = pytest.mark.e2e
+
 N = 16
 TASK = "gsm8k_gpt4em"
 PANEL_LABEL = "panel(majority: local:math-verify, openai:judge-yes, openai:judge-even)"
