@@ -21,9 +21,10 @@ from urllib.parse import urlsplit
 
 from ..core.errors import ConfigError
 from ..core.jsontext import shown
+from .. import vendors
 from .models import DEFAULT_EXACT_MATCH_MODEL, DEFAULT_MAX_TOKENS, default_reply_bytes
 
-BACKENDS = ("openai", "azure", "local", "gemini")
+BACKENDS = vendors.NAMES  # one per vendor record (vendors/)
 ENV_PREFIX = "MATHJUDGE_"
 SCOPES = {"exact_match": "gpt4em", "vlm": "vlm"}  # judge -> prefix of its own settings
 OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD", "MATHJUDGE_DEBUG")  # read elsewhere, not settings
