@@ -21,6 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "settings.md"
 
+from lm_eval_mathjudge import vendors  # noqa: E402
 from lm_eval_mathjudge.settings import models, schema  # noqa: E402
 
 JUDGES = {"exact_match": "GPT4-EM", "vlm": "VLM"}
@@ -97,9 +98,10 @@ MEANINGS = {
     "backend": "the judge's service ([judge backends](backends.md)); `local` judges GPT4-EM tasks only",
     "model": "the judge model (the deployment name on Azure; always `math-verify` for `local`)",
     "base_url": "the judge's endpoint; unset = the SDK's own (`OPENAI_BASE_URL`, `AZURE_OPENAI_ENDPOINT`, "
-                "`GOOGLE_GEMINI_BASE_URL`, or the provider's)",
-    "temperature": "sampling temperature (never sent to reasoning models)",
-    "max_tokens": "cap on the judge's reply; Gemini 2.5 and OpenAI reasoning models think within it",
+                "`GOOGLE_GEMINI_BASE_URL`, `ANTHROPIC_BASE_URL`, or the provider's)",
+    "temperature": "sampling temperature (0..1 on `anthropic`; never sent to reasoning models, nor to Claude 4.7 and "
+                   "later)",
+    "max_tokens": "cap on the judge's reply; Gemini 2.5, Claude and OpenAI reasoning models think within it",
     "concurrency": "judge calls in flight at once, at most (one pool per run; the adaptive gate lowers it on 429s)",
     "rpm": "requests per minute to this judge (endpoint + model) over all threads and tasks; `0` = no limit",
     "timeout": "seconds per attempt: one wall-clock deadline from connect to the last byte of the reply (a reply "
@@ -111,7 +113,8 @@ MEANINGS = {
     "cache_network_fs": "what the cache does when `cache_dir` is on a filesystem shared by hosts: use a folder of this host (warned once), stop, or use it as is ([running on a cluster](cluster.md))",
     "preflight": "one free model lookup before generation checks endpoint, key and model "
                  "([preflight](backends.md#preflight-the-judge-is-checked-before-generation))",
-    "thinking_budget": "Gemini thinking tokens; unset = the model's default",
+    "thinking_budget": "Gemini and Claude thinking tokens; unset = the model's default "
+                       "([Claude](backends.md#anthropic-claude))",
     "reasoning_effort": "sent to OpenAI reasoning models (o-series, GPT-5) when set",
     "tpm": "tokens (prompt + completion) per minute to this judge over all threads and tasks; `0` = no limit",
     "adaptive": "lower the calls in flight when the judge answers 429, raise them again as calls succeed",
@@ -254,7 +257,8 @@ def render() -> str:
         "",
         f"A judge model of an OpenAI reasoning family (`o1`, `o3`, `o4-mini`, `gpt-5`, ...) gets `max_tokens` "
         f"{models.REASONING_MAX_TOKENS:,}",
-        "unless a layer sets it: such models spend hidden reasoning tokens before the verdict.",
+        "unless a layer sets it: such models spend hidden reasoning tokens before the verdict. A Claude model that",
+        f"thinks by default (the 5 generation, Fable, Mythos) gets {vendors.ANTHROPIC.thinking_room:,} the same way.",
         "",
         "## Other environment variables",
         "",

@@ -10,12 +10,13 @@ transport under ``backends/`` (docs: Development, "How to add a vendor").
 
 from __future__ import annotations
 
+from .anthropic import ANTHROPIC
 from .gemini import GEMINI
 from .local import LOCAL
 from .openai import AZURE, OPENAI
 from .record import Vendor
 
-VENDORS: tuple[Vendor, ...] = (OPENAI, AZURE, GEMINI, LOCAL)
+VENDORS: tuple[Vendor, ...] = (OPENAI, AZURE, GEMINI, ANTHROPIC, LOCAL)
 BY_NAME = {vendor.name: vendor for vendor in VENDORS}
 NAMES = tuple(BY_NAME)
 
