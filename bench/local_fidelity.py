@@ -14,6 +14,8 @@ Sets (all shipped with the project unless named):
 * ``mathverify``: Math-Verify's own 269 cases (``tests/data/mathverify``), the 256 whose expectation holds
   under the judge's settings, expected-equal and expected-different apart;
 * ``probes``: the held-out probe set (``tests/probe_answers.py``): honest, gamed and undecidable answers;
+* ``held-out``: the reviewer's probe set (``tests/heldout_answers.py``): honest (right), gamed (wrong), and
+  answers the rule cannot compare, labelled by whether they are right;
 * ``--solutions FILE``: ``example_model_solutions.jsonl`` of openai/grade-school-math (5,276 labelled
   solutions of four GPT-3 models); ``--forms`` also rewrites each final ``A: N`` line in five other endings;
 * ``--references DIR``: the reference solutions of the full data sets (``DIR/<set>/test.jsonl``) against
@@ -86,6 +88,16 @@ def probes() -> list[Item]:
     items = [("probes / honest", g, r, "", True) for rows in HONEST.values() for g, r in rows]
     items += [("probes / gamed", g, r, "", False) for rows in GAMED.values() for g, r in rows]
     return items + [("probes / undecidable", g, r, "", False) for g, r in UNDECIDABLE]
+
+
+def heldout() -> list[Item]:
+    from tests.heldout_answers import GAMED, HONEST, HONEST_UNDECIDED, PROVED_DIFFERENT, UNDECIDABLE
+
+    items = [("held-out / honest", g, r, "", True) for rows in HONEST.values() for g, r in rows]
+    items += [("held-out / honest", g, r, "", True) for g, r in HONEST_UNDECIDED]
+    items += [("held-out / gamed", g, r, "", False) for rows in GAMED.values() for g, r in rows]
+    items += [("held-out / undecidable", g, r, "", right) for g, r, right in UNDECIDABLE]
+    return items + [("held-out / proved different", g, r, "", False) for g, r in PROVED_DIFFERENT]
 
 
 def solutions(path: Path, forms: bool) -> list[Item]:
@@ -181,7 +193,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.solutions is not None and not args.solutions.is_file():
         parser.error(f"{args.solutions} is not a file (give example_model_solutions.jsonl)")
-    items = shipped_gsm8k() + mathverify() + probes()
+    items = shipped_gsm8k() + mathverify() + probes() + heldout()
     if args.solutions is not None:
         items += solutions(args.solutions, args.forms)
     if args.references is not None:

@@ -216,7 +216,10 @@ def _stop_a_rejudge(tmp: Path) -> StoppedRun:
                 "openai:loopback-model", "--metadata",
                 json.dumps({"judge_base_url": judge_server.url, "judge_concurrency": 8})]
         proc = _start(argv, cache, log)
-        _until(lambda: judge_server.call_count >= 20, proc, "20 judge calls")
+        # three full waves of 8, then a pause: the signal falls while a wave is in flight, never while one
+        # is still arriving (calls sent before the signal may reach the server just after it)
+        _until(lambda: judge_server.call_count >= 24, proc, "24 judge calls")
+        time.sleep(0.3)
         sent = _signal_group(proc, [signal.SIGINT])
         returncode = proc.wait(timeout=60)
         exited = time.time()

@@ -55,7 +55,7 @@ CASES = [  # (key, value, what the message must say; None: the task builds)
     ("mathjudge", {"judge": ["exact_match"]}, "judge must be a name and settings a mapping"),
     ("mathjudge", {"judge": "exact_match", "settings": ["model"]}, "judge must be a name and settings a mapping"),
     ("mathjudge", {"judge": "exact_matc"}, "unknown judge 'exact_matc'"),
-    ("mathjudge_dataset", ["gsm8k"], "mathjudge_dataset is ['gsm8k']; it must be the name of a data set folder"),
+    ("mathjudge_dataset", ["gsm8k"], "mathjudge_dataset is ['gsm8k']; it must be the name of a data set (gsm8k, math500"),
     ("metadata", [1, 2], "metadata is [1, 2]; it must be a mapping"),
     ("doc_to_target", "{{answr}}", "doc_to_target '{{answr}}' cannot be rendered for doc 0 (UndefinedError"),
     ("doc_to_target", "{% if %}", "doc_to_target '{% if %}' cannot be rendered for doc 0 (TemplateSyntaxError"),

@@ -15,7 +15,7 @@ rule cannot tell, so it must not decide). Parsing and comparison are math-verify
   (``k = 1`` and ``1``).
 * **Different only when proved.** Closed numbers whose difference is clear at 30 digits, the
   same for the elements of tuples, sets, intervals and matrices, and expressions or equations
-  in the same variables that differ at several points. Anything else is None.
+  in the same variables that differ at several whole-number points. Anything else is None.
 
 Every step is bounded by the worker's time and memory limits (``local_worker``), not here.
 """
@@ -180,9 +180,11 @@ def _sets_differ(xs: list, ys: list) -> bool:
 
 
 def _points(symbols: list, seed: str) -> list[dict]:
+    """Whole numbers: a variable is as often an integer (n, k) as real, and answers equal on the
+    integers only (``\\lceil n/2 \\rceil`` and ``\\lfloor (n+1)/2 \\rfloor``, ``(-1)^n`` and
+    ``\\cos(\\pi n)``) differ at fractions: a difference at whole numbers is one either way."""
     rng = random.Random(seed)  # the same points for the same pair: a verdict does not depend on luck
-    return [{s: __import__("sympy").Rational(rng.randint(11, 97), rng.randint(3, 13)) for s in symbols}
-            for _ in range(_POINTS)]
+    return [{s: __import__("sympy").Integer(rng.randint(11, 97)) for s in symbols} for _ in range(_POINTS)]
 
 
 def _functions_differ(a: Any, b: Any) -> bool:

@@ -208,8 +208,10 @@ def task_config(config: dict[str, Any]) -> tuple[dict[str, Any], DataSet | None]
     if entry.hub_config is not None:
         filled["dataset_name"] = entry.hub_config
     config = {**config, **{key: value for key, value in filled.items() if key not in config}}
-    config["generation_kwargs"] = {**(config.get("generation_kwargs") or {})}
-    config["generation_kwargs"].setdefault("max_gen_toks", entry.max_gen_toks)
+    kwargs = config.get("generation_kwargs")
+    if kwargs is None or isinstance(kwargs, dict):  # another shape is lm-eval's to refuse, with its own reason
+        config["generation_kwargs"] = {**(kwargs or {})}
+        config["generation_kwargs"].setdefault("max_gen_toks", entry.max_gen_toks)  # after the YAML's own keys
     return config, entry
 
 

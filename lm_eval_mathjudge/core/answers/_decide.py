@@ -14,12 +14,14 @@ local judge's worker gives math-verify's (``backends.local_math``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
+from ._context import EXAMPLE
 from ._read import MAX_DISTINCT, Reading, Statement, gold_answer
 from ._text import short
-from ._values import Shape, as_number, normalise
+from ._values import Shape, as_number, computation, normalise
 
 Compare = Callable[[str, str], "bool | None"]
 CORRECT, INCORRECT, UNDECIDED = "correct", "incorrect", "undecided"
@@ -43,6 +45,7 @@ def decide(reading: Reading, gold: str, compare: Compare) -> Decision:
     if reading.problem:
         outcome = INCORRECT if reading.several else UNDECIDED
         return Decision(outcome, None, reading.problem[0].upper() + reading.problem[1:] + ".")
+    reading = _without_examples(reading)
     if not reading.statements:
         return Decision(UNDECIDED, None, "The response gives no final answer the rule can read.")
     flagged = next((s for s in reading.statements if s.problem), None)
@@ -69,6 +72,15 @@ def decide(reading: Reading, gold: str, compare: Compare) -> Decision:
     return _against_gold(answer, gold, shape, compare, marked)
 
 
+def _without_examples(reading: Reading) -> Reading:
+    """Values shown as examples ("Format example: \\boxed{18}") are no final answers: set aside when the
+    response commits to another one elsewhere, else they leave it undecided."""
+    kept = tuple(s for s in reading.statements if not (s.problem or "").startswith(EXAMPLE))
+    if len(kept) == len(reading.statements) or not any(s.kind in COMMITTED for s in kept):
+        return reading
+    return dataclasses.replace(reading, statements=kept)
+
+
 def _values(statement: Statement, shape: Shape) -> tuple[str, ...]:
     """The values a statement offers: alternatives beside one value ("18 (or 20)"); against a gold of several
     values, the parts of one list ("x = 1 or x = -2", "12 and 13")."""
@@ -77,11 +89,20 @@ def _values(statement: Statement, shape: Shape) -> tuple[str, ...]:
     return (statement.value, *statement.others)
 
 
+def _unsupported(sides: tuple[str, ...], gold: str, shape: Shape, compare: Compare) -> bool:
+    """A computation stated before the result that is proved not to give it (``9 \\cdot 3 = 18``,
+    ``3 \\cdot 6 = 9 \\cdot 3 = 18``); sides the rule cannot compare never count against it."""
+    return any(_equal(gold, side, shape, compare) is False for side in sides)
+
+
 def _against_gold(answer: str, gold: str, shape: Shape, compare: Compare, marked: bool) -> Decision:
     same = _equal(gold, answer, shape, compare)
     if same is False and not marked:  # no box, no answer line: its closing value may not be the answer
         return Decision(UNDECIDED, answer, f"The response's closing value {short(answer)} is not the reference answer "
                                            f"{short(gold)}, and it marks no final answer the rule could hold it to.")
+    if same is True and shape.numeric and _unsupported(computation(answer), gold, shape, compare):
+        return Decision(UNDECIDED, answer, f"The response's final answer {short(answer)} states a computation "
+                                           "that does not give its result.")
     if same is True:
         return Decision(CORRECT, answer, f"The response's one final answer {short(answer)} matches the reference "
                                          f"answer {short(gold)}.")

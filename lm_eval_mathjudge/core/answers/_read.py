@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from ._context import CROSSED_OUT, REMARK, REVISION, STRUCK, unreadable
+from ._context import CROSSED_OUT, REMARK, REVISION, SENTENCE_BREAK, STRUCK, unreadable
 from ._text import (ALTERNATIVE, BOX, CONCLUSION, HEDGE_WORDS, INLINE_ANCHOR, LINE_ANCHOR, NEGATED, NUMBER, REFUSAL,
                     REGION, REVOKED, box_content, clean, conditioned, sentence_bounds, sentence_end, sentence_values,
                     short, span_value, stated, word_numbers)
@@ -17,7 +17,7 @@ from .gold import is_prose, unwrap
 
 MAX_STATEMENTS = 64  # final statements weighed; a response with more is several answers anyway
 MAX_DISTINCT = 8  # distinct values compared with math-verify before "several answers" is certain
-_WINDOW = 60  # characters before a box read for hedges ("about \boxed{18}")
+_WINDOW = 60  # characters before a final value read for hedges, examples, conditions ("about \boxed{18}")
 _SENTENCE_SCAN = 2000  # characters at the end of a sentence read for the value it states
 
 
@@ -58,6 +58,7 @@ _REVISING = re.compile(r"\b(?:wait|actually|no,|correction|i[ \t]+mean|rather|in
 _BARE = re.compile(r"[A-Za-z]{2,}")
 _STUB = re.compile(r"[\s$*_:]*(?:[A-Za-z](?:_\{?\w{1,8}\}?)?\s*\\in|(?:is|are|the|a)?[\s:]*)", re.I)  # "is $x \in"
 _GAP = re.compile(r"[ \t$*_]*(?:[,;/|]|\bor\b|\band\b|\bto\b|[\u2013\u2014])?[ \t$*_]*", re.I)
+_LIST_GAP = re.compile(r"[ \t$*_]*(?:,?[ \t]*\b(?:or|and)\b|[,;/|]|\bto\b|[\u2013\u2014])?[ \t$*_]*", re.I)  # "3, 5, and 7"
 
 
 def _boxes(text: str, shape: Shape) -> Iterator[Statement]:
@@ -78,7 +79,7 @@ def _boxes(text: str, shape: Shape) -> Iterator[Statement]:
         before = text[max(line_start, match.start() - _WINDOW):match.start()]
         stop = sentence_end(text, end)
         after = text[end:stop]
-        problem, others = _around(before, after, content, shape)
+        problem, others = _around(before, after, content, shape, marked=True)
         if text.startswith("?", stop):
             problem = problem or f"a question, not an answer ({short(content)!r}?)"
         if CROSSED_OUT.search(content):
@@ -109,12 +110,17 @@ _OTHERWISE = re.compile(r"\b(?:otherwise|unless|else|alternatively|or|either|tho
 _RUN_ON = re.compile(r"(?<=[a-z0-9$}.,;:])[ \t]+(?=(?!I\b)[A-Z][a-z])")
 
 
-def _around(before: str, after: str, value: str, shape: Shape) -> tuple[str | None, tuple[str, ...]]:
+def _around(before: str, after: str, value: str, shape: Shape,
+            marked: bool = False) -> tuple[str | None, tuple[str, ...]]:
     """What a value's sentence says around it: (a hedge, or None; the values offered beside it).
-    Only the text near the value is read (``_WINDOW`` before it, ``REGION`` after it)."""
+    Only the text near the value is read (``_WINDOW`` before it, ``REGION`` after it); ``marked``:
+    a box or an answer statement; ``before`` starts at its line's start, or is cut short."""
+    whole = len(before) < _WINDOW  # the window reaches back to the line's start
     before, after = before[-_WINDOW:], after[:REGION]
     clause = _CLAUSE.split(before)[-1] if before else ""
-    if problem := unreadable(clause, after[:sentence_end(after, 0)]):
+    sentences = SENTENCE_BREAK.split(before)
+    if problem := unreadable(clause, after[:sentence_end(after, 0)], sentences[-1],
+                             marked and (whole or len(sentences) > 1)):
         return problem, ()
     hedge = _HEDGE_BEFORE.search(clause) or _DOUBT.search(clause)
     if hedge and not (shape.commas and hedge.group().lower().startswith("between")):  # "between 12 and 13": two values
@@ -186,7 +192,8 @@ def _answer_statements(text: str, shape: Shape, boxes: list[Statement]) -> Itera
                     yield Statement("answer", match.start(), end, word.group(1).strip())
                 continue
             line_start = text.rfind("\n", max(0, match.start() - _WINDOW), match.start()) + 1
-            problem, others = _around(text[line_start:match.start()], rest, value, shape)
+            line = text[max(line_start, match.start() - _WINDOW):match.start()]
+            problem, others = _around(line, rest, value, shape, marked=True)
             if text.startswith("?", end):
                 problem = problem or f"a question, not an answer ({short(value)!r}?)"
             yield Statement("answer", match.start(), at + len(region) - len(rest), value,
@@ -205,7 +212,7 @@ def _sentence_statement(kind: str, sentence: str, offset: int, shape: Shape, pre
         return None
     value, at, stop = values[-1]
     first = len(values) - 1
-    while shape.commas and first and _GAP.fullmatch(sentence, values[first - 1][2], values[first][1]):
+    while shape.commas and first and _LIST_GAP.fullmatch(sentence, values[first - 1][2], values[first][1]):
         first -= 1  # "The solutions are $x=-2$ and $x=1$": one answer of several values
     if first < len(values) - 1:
         value, at = ", ".join(v for v, _, _ in values[first:]), values[first][1]

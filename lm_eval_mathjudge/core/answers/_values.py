@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ._context import qualified
 from ._text import AND_SIGN, BOUND_SIGNS, COMMAND, HEDGE_SIGNS, UNIT_TEXT, WORDY, short
 
 _RUN = re.compile(
@@ -70,7 +71,7 @@ def _balanced_end(region: str, start: int, end: int) -> int:
 
 
 _SPACING = re.compile(r"(?<!\\)\\[,;:! ]|\\quad|\\qquad|\\left(?![a-z])|\\right(?![a-z])|\\displaystyle|"
-                      r"(?<=\\)[dtc](?=frac)|\s*\{\s*,\s*\}\s*|\\\$|\$|\\%|%|\^\s*\{?\\circ\}?|\u00b0|\\degree|(?<!\\)\\[][()]")
+                      r"(?<=\\)[dtc](?=frac)|\s*(?:\\text\s*)?\{\s*,\s*\}\s*|\\\$|\$|\\%|%|\^\s*\{?\\circ\}?|\u00b0|\\degree|(?<!\\)\\[][()]")
 _COMPUTED = re.compile(r"[-+*/^!]|\\(?:cdot|times|div|frac|sqrt|binom)(?![A-Za-z])|\u00b7|\u00d7")
 _PARENTHESISED = re.compile(r"\(\s*([^()]+?)\s*\)")
 _PERCENT_WORD = re.compile(r"\s*(?:\\text\s*\{\s*)?(?:percent(?:age)?|pct)\s*\}?\s*$", re.I)
@@ -92,6 +93,18 @@ def normalise(value: str, numeric: bool) -> str:
     """A value without decoration: spacing, math delimiters, currency, %, degrees, thousands
     separators, a leading ``x =``; a numeric gold's candidate also loses unit text
     (``18 \\text{ dollars}``) and a computation before its result (``2 \\times 9 = 18``)."""
+    return _normalised(value, numeric)[0]
+
+
+def computation(value: str) -> tuple[str, ...]:
+    """The sides of the computation a number is stated with, which ``normalise`` drops (``9 \\cdot 3``
+    in ``9 \\cdot 3 = 18``) that are computations themselves; a bare number among them (the ``7`` of
+    math-verify's own ``5+5+1 = 7 = 11``) is a slip of the chain, not a computation to check."""
+    return tuple(side for side in _normalised(value, numeric=True)[1] if _COMPUTED.search(side))
+
+
+def _normalised(value: str, numeric: bool) -> tuple[str, tuple[str, ...]]:
+    sides: tuple[str, ...] = ()
     text = _THOUSANDS_SPACED.sub(",", value)
     if numeric and _SPACED_NUMBER.fullmatch(text.strip()):  # 1 000, 1\,000, 1~000
         text = re.sub(r"[^\d.-]", "", text)
@@ -105,10 +118,10 @@ def normalise(value: str, numeric: bool) -> str:
         if "=" in text:  # a computation of numbers and its result: "8 \cdot 6 \cdot 2 = 96" (not "20 = 18", "a+b = 0")
             done, _, result = text.rpartition("=")
             if _COMPUTED.search(done) and not _LETTER.search(COMMAND.sub("", done)):
-                text = result
+                text, sides = result, tuple(side.strip() for side in done.split("="))
         bracketed = _PARENTHESISED.fullmatch(text.strip())  # "(113)"
         text = bracketed.group(1) if bracketed else text
-    return " ".join(text.split()).rstrip(". ")
+    return " ".join(text.split()).rstrip(". "), sides
 
 
 def as_number(value: str) -> Fraction | None:
@@ -146,7 +159,8 @@ class Shape:
     @classmethod
     def of(cls, gold: str) -> "Shape":
         core = normalise(gold, numeric=True)
-        several = "," in core or ";" in core or AND_SIGN.search(gold) is not None or _AND.search(gold) is not None
+        several = "," in core or ";" in core or AND_SIGN.search(gold) is not None or _AND.search(gold) is not None \
+            or _PLUS_MINUS.search(gold) is not None  # "1 \pm \sqrt{19}": two values, answered as a list too
         numeric = not several and as_number(core) is not None
         text = COMMAND.sub(" ", UNIT_TEXT.sub(r" \1 ", gold))
         return cls(numeric=numeric, commas=several,
@@ -167,6 +181,7 @@ def _top_level(value: str, chars: str) -> bool:
 
 
 _AND = re.compile(r"(?<![\\A-Za-z])and(?![A-Za-z])")
+_PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![A-Za-z])|\u00b1|\u2213")
 _RANGE = re.compile(r"\d[ \t]*[\u2013\u2014][ \t]*-?\d")
 
 
@@ -189,6 +204,8 @@ def value_problem(value: str, shape: Shape) -> str | None:
     """Why a stated value is not one answer of the gold's shape, or None."""
     if not value.strip():
         return "an empty answer"
+    if not shape.words and (word := qualified(value)):  # "18 \text{ maybe}" is no unit
+        return f"words in the answer the rule cannot read ({word!r} in {short(value)!r})"
     if not shape.hedges and (hedge := HEDGE_SIGNS.search(value) or (None if shape.commas else AND_SIGN.search(value))):
         return f"a hedged answer ({hedge.group().strip()} in {short(value)!r})"
     if not shape.bounds and BOUND_SIGNS.search(value):
