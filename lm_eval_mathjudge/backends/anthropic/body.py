@@ -18,7 +18,7 @@ from ...core.errors import ConfigError, JudgeRefusal, MediaError
 from ...core.types import JudgeRequest, Media, Reply
 from ...settings.schema import JudgeSettings
 from ...vendors.anthropic import MIN_THINKING_BUDGET, takes_sampling
-from .._http import building_request, check_text
+from .._http import building_request, check_text, message_content
 
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")  # what the Messages API takes
 MAX_TEMPERATURE = 1.0  # the Messages API's range is 0..1
@@ -59,22 +59,13 @@ def request_body(settings: JudgeSettings, request: JudgeRequest) -> dict[str, An
     check_text(request)
     with building_request():
         body: dict[str, Any] = {"model": settings.model, "max_tokens": settings.max_tokens,
-                                "messages": [{"role": "user", "content": _content(request)}]}
+                                "messages": [{"role": "user", "content": message_content(request, _image)}]}
     think = thinking(settings)
     if think is not None:
         body["thinking"] = think
     if takes_sampling(settings.model) and (think is None or think["type"] == "disabled"):
         body["temperature"] = settings.temperature  # a thinking Claude takes only its default temperature
     return body
-
-
-def _content(request: JudgeRequest) -> Any:
-    if not request.media and request.output_text is None:
-        return request.prompt
-    parts = [{"type": "text", "text": request.prompt}]
-    if request.output_text is not None:
-        parts.append({"type": "text", "text": request.output_text})
-    return parts + [_image(m) for m in request.media]
 
 
 def _image(media: Media) -> dict[str, Any]:

@@ -13,25 +13,16 @@ The body and the reply are ``body``'s (shared with the Message Batches); failure
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...calls.retry import RetryPolicy, call_with_retries
 from ...core.errors import FatalJudgeError, JudgeCallError, TransientJudgeError, UnsendableRequest
 from ...core.redact import public_url, redact
 from ...core.types import JudgeRequest, Reply
 from ...settings.schema import JudgeSettings
-from .. import endpoints, wire
+from .. import _preflight, endpoints, wire
 from .._lazy import LazyClient
 from . import body, errors
 
-if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
-    import anthropic
-
-log = logging.getLogger(__name__)
-
-PREFLIGHT_TIMEOUT = 30.0  # seconds per preflight attempt (at most the judge timeout)
-PREFLIGHT_RETRIES = 2  # transient preflight failures retried (at most judge max_retries)
 MODEL_BYTES = 1 << 20  # a model lookup's reply
 
 
@@ -58,10 +49,6 @@ class AnthropicBackend(LazyClient):
         except (anthropic.AnthropicError, ValueError, TypeError) as exc:
             http.close()
             raise FatalJudgeError(redact(f"cannot build the anthropic client: {exc}"), kind="config") from None
-
-    def connect(self) -> None:
-        """Build the SDK client now: one that cannot be built fails here, before generation."""
-        self._client  # noqa: B018 - the property builds it
 
     def identity(self) -> dict[str, Any]:
         s = self._settings
@@ -104,20 +91,8 @@ class AnthropicBackend(LazyClient):
         A 404 that does not name the model (a gateway without the route), or a 405, is let
         through with a warning: the first judge call checks the model.
         """
-        s = self._settings
-        timeout = min(s.timeout, PREFLIGHT_TIMEOUT)
-        policy = RetryPolicy(max_retries=min(s.max_retries, PREFLIGHT_RETRIES))
         self.connect()  # a client that cannot be built is a config error, not an unanswered lookup
-        try:
-            call_with_retries(lambda: self._lookup(timeout), policy)
-        except _NoRoute:
-            log.warning("the anthropic judge endpoint %s has no models route; preflight could not check the "
-                        "model %s (the first judge call will)", self._endpoint, s.model)
-        except JudgeCallError as exc:
-            raise FatalJudgeError(
-                f"preflight: the anthropic judge at {self._endpoint} (model {s.model}) did not answer the model "
-                f"lookup: {str(exc).rstrip('.')}. Check judge_base_url / ANTHROPIC_BASE_URL, the key and "
-                "judge_model; judge_preflight=false skips this check", kind="preflight", status=exc.status) from None
+        _preflight.look_up(self._settings, self._endpoint, self._lookup)
 
     def _lookup(self, timeout: float) -> None:
         import anthropic
@@ -128,7 +103,7 @@ class AnthropicBackend(LazyClient):
                 self._client.models.retrieve(model, timeout=timeout)
         except anthropic.APIStatusError as exc:
             if exc.status_code == 405 or (exc.status_code == 404 and model not in errors.error_of(exc.body)[1]):
-                raise _NoRoute() from None
+                raise _preflight.NoRoute() from None
             raise self.api_error(exc) from None
         except anthropic.APIError as exc:
             raise self.api_error(exc) from None
@@ -152,7 +127,3 @@ class AnthropicBackend(LazyClient):
     def close(self) -> None:
         if self._sdk_client is not None:  # never built: nothing to close, and no SDK to import
             self._sdk_client.close()
-
-
-class _NoRoute(Exception):
-    """The server has no such route (not: no such model)."""
