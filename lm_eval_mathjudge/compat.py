@@ -226,11 +226,6 @@ def filter_ensembles(task: Any) -> list:
     return list(getattr(task, "_filters", None) or [])
 
 
-def filters_per_response(task: Any) -> bool:
-    """True when every filter of the task reads one response at a time (see ``_PER_RESPONSE_FILTERS``)."""
-    return per_response(filter_ensembles(task))
-
-
 def per_response(ensembles: list) -> bool:
     """True when there are pipelines and every filter of them is one of ``_PER_RESPONSE_FILTERS``."""
     for ensemble in ensembles:
@@ -242,10 +237,10 @@ def per_response(ensembles: list) -> bool:
     return bool(ensembles)
 
 
-def filter_one(task: Any, resps: list, doc: Any) -> dict[str, Any]:
-    """What each of the task's filter pipelines makes of one instance's responses: name -> value."""
+def filter_one(ensembles: list, resps: list, doc: Any) -> dict[str, Any]:
+    """What each filter pipeline (``filter_ensembles``) makes of one instance's responses: name -> value."""
     out = {}
-    for ensemble in filter_ensembles(task):
+    for ensemble in ensembles:
         values: Any = [resps]
         for factory in ensemble.filters:
             values = factory().apply(values, [doc])

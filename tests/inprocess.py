@@ -133,13 +133,13 @@ PROCESS_STATE = (
     ("lm_eval_mathjudge.harness.recovery", "_FINISHED"),
     ("lm_eval_mathjudge.harness.recovery", "_RANK"),
     ("lm_eval_mathjudge.harness.recovery", "_WHOLE"),  # files holding the generations of every rank
-    ("lm_eval_mathjudge.harness.run", "_STREAMED"),  # generations whose judge requests start as they arrive
-    ("lm_eval_mathjudge.harness.run", "_EARLY"),  # the run's early judge calls
+    ("lm_eval_mathjudge.harness.stream", "_STREAMED"),  # generations whose judge requests start as they arrive
+    ("lm_eval_mathjudge.harness.stream", "_EARLY"),  # the run's early judge calls
     ("lm_eval_mathjudge.compat", "_WATCHERS"),  # who is told of each finished generation
     ("lm_eval_mathjudge.harness.recovery", "_SOURCES"),  # the run's file: each judged instance's doc, by key
     ("lm_eval_mathjudge.harness.recovery", "_STREAM"),  # the run's generations file: its folder, path, keys written
     ("lm_eval_mathjudge.harness.resume", "_NOTICE"),  # the run's resume notice
-    ("lm_eval_mathjudge.harness.run", "_PENDING"),  # judged tasks waiting for the run's judging pass
+    ("lm_eval_mathjudge.harness.entry", "_PENDING"),  # judged tasks waiting for the run's judging pass
     ("lm_eval_mathjudge.judging.cache", "_MOVED"),  # network cache folders already warned about
     ("lm_eval_mathjudge.judging.cache", "_OPEN_OWNERS"),  # lease owners of caches open in this process
     ("lm_eval_mathjudge.judging.client", "_PREFLIGHTED"),  # judges checked in this process

@@ -135,9 +135,10 @@ def test_one_response_filtered_alone_gives_what_the_whole_pipeline_gives():
     ensembles = [build_filter_ensemble("strict", [["regex", {"regex_pattern": r"#### (\-?[0-9\.\,]+)"}],
                                                   ["take_first", None]])]
     task = SimpleNamespace(_filters=ensembles, _scorers=[SimpleNamespace(filter=e) for e in ensembles])
+    assert compat.filter_ensembles(task) == ensembles  # what the run takes of the task (0.4: _filters; 0.5: scorers)
     responses = ["so the answer is\n#### 42", "no number here", "#### 7 and #### 8"]
     instances = [SimpleNamespace(resps=[r], doc={}, filtered_resps={}) for r in responses]
     for ensemble in ensembles:
         ensemble.apply(instances)  # lm-eval's way: the whole task at once
-    assert [compat.filter_one(task, [r], {}) for r in responses] == [i.filtered_resps for i in instances]
+    assert [compat.filter_one(ensembles, [r], {}) for r in responses] == [i.filtered_resps for i in instances]
     assert "42" in str(instances[0].filtered_resps["strict"])

@@ -569,6 +569,6 @@ def test_worst_case_prices_every_request_with_its_longest_answer_and_ignores_the
     ({"max_gen_toks": "lots"}, None),
 ])
 def test_the_longest_answer_comes_from_the_generation_kwargs(kwargs, longest):
-    from lm_eval_mathjudge.harness.task import _longest_answer
+    from lm_eval_mathjudge.harness.render import longest_answer
 
-    assert _longest_answer(kwargs) == longest
+    assert longest_answer(kwargs) == longest

@@ -140,12 +140,12 @@ def test_a_dry_run_of_two_ranks_estimates_the_whole_run_and_prints_it_once(two_r
 
 # ---------------------------------------------------------------------- the saved generations
 def _task(name: str, rank: int, size: int):
-    """What recovery reads of an lm-eval task: its name, its instances (this rank's docs), its World."""
+    """What recovery reads of a judged task's run entry: its name, its instances (this rank's docs), its World."""
     docs = [{"question": f"{name} question {i}", "answer": str(i)} for i in range(N)][rank::size]
     instances = [types.SimpleNamespace(request_type="generate_until", args=(d["question"], {"until": ["\n"]}),
                                        resps=[f"answer {d['answer']}"], doc=d, doc_id=rank + size * k)
                  for k, d in enumerate(docs)]
-    return _Task(config=types.SimpleNamespace(task=name), _instances=instances, world=ranks.World(rank, size))
+    return _Task(name=name, instances=instances, world=ranks.World(rank, size))
 
 
 class _Task(types.SimpleNamespace):

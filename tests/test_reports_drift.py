@@ -256,10 +256,11 @@ def test_the_recorded_judge_is_read_back_as_settings():
 
     single = {"name": "exact_match", "backend": "gemini", "model": "gemini-2.5-pro", "temperature": 0.0,
               "max_tokens": 8192, "thinking_budget": 128, "reasoning_effort": None, "base_url": "http://x",
-              "concurrency": 64, "prompt_version": "exact_match-v3", "dedupe": "off"}
+              "concurrency": 64, "prompt_version": "exact_match-v3", "dedupe": "answer"}  # an earlier run's
+    # judge_dedupe is retired: a canary judges every sample on its own, whatever the run recorded
     assert recorded_judge(result(single)) == {"judge_backend": "gemini", "judge_model": "gemini-2.5-pro",
                                               "judge_temperature": 0.0, "judge_max_tokens": 8192,
-                                              "judge_thinking_budget": 128, "judge_dedupe": "off"}
+                                              "judge_thinking_budget": 128}
     panel = {**single, "backend": "openai", "model": "gpt-4o", "thinking_budget": None,
              "panel": {"rule": "unanimous", "min": 3, "members": [
                  {"backend": "local", "model": "math-verify", "temperature": 0.0, "max_tokens": 1024},
@@ -271,3 +272,15 @@ def test_the_recorded_judge_is_read_back_as_settings():
     assert (found["judge_panel_rule"], found["judge_panel_min"]) == ("unanimous", 3)
     cascade = {**single, "cascade": {"rule": {"backend": "local"}, "llm": {"backend": "openai"}}}
     assert recorded_judge(result(cascade))["judge_cascade"] is True
+
+
+@pytest.mark.parametrize("a, b, changes", [
+    ({"dedupe": "off"}, {}, {}),  # an earlier run's "off" is how every run judges now
+    ({}, {"dedupe": "off"}, {}),
+    ({"dedupe": "answer"}, {}, {"dedupe": ["answer", None]}),  # it shared verdicts: a real difference
+    ({"dedupe": "off", "temperature": 0.0}, {"temperature": 0.5}, {"temperature": [0.0, 0.5]}),
+])
+def test_a_retired_setting_at_its_old_default_is_no_judge_change(a, b, changes):
+    from lm_eval_mathjudge.reports.drift import judge_changes
+
+    assert judge_changes(a, b) == changes

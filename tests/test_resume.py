@@ -10,7 +10,6 @@ import json
 import os
 import stat
 import sys
-from types import SimpleNamespace
 
 import pytest
 
@@ -181,16 +180,16 @@ def _task(name, n, cache):
 
 
 class _Task:
-    """The parts of a judged task recovery reads."""
+    """The parts of a judged task's run entry (harness/entry.py) that recovery reads."""
 
     def __init__(self, name, instances):
-        self.config, self._instances = SimpleNamespace(task=name), instances
+        self.name, self.instances = name, instances
 
 
 def _generate(task, upto):
-    for inst in task._instances[:upto]:
+    for inst in task.instances[:upto]:
         recovery.note_generation("generate_until", inst.args, f"so \\boxed{{{inst.doc_id}}}")
-    for inst in task._instances[:upto]:
+    for inst in task.instances[:upto]:
         inst.resps.append(f"so \\boxed{{{inst.doc_id}}}")
 
 
@@ -220,7 +219,7 @@ def test_a_model_that_reports_no_generation_gets_its_run_file_and_line_at_the_ch
                                                                                          capsys):
     monkeypatch.setattr(sys, "argv", ["lm_eval", "--model", "vllm", "--tasks", "a"])
     task = _task("a", 2, tmp_path)
-    for inst in task._instances:  # vLLM reports nothing until its batch ends
+    for inst in task.instances:  # vLLM reports nothing until its batch ends
         inst.resps.append("so \\boxed{1}")
     recovery.checkpoint(str(tmp_path))
     [run_file] = (tmp_path / "generations").glob("run-*.jsonl")
@@ -231,7 +230,7 @@ def test_a_model_that_reports_no_generation_gets_its_run_file_and_line_at_the_ch
 def test_a_replay_without_a_model_behind_it_makes_no_second_copy(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["lm_eval", "--model", R, "--model_args", "path=x.jsonl", "--tasks", "a"])
     task = _task("a", 2, tmp_path)
-    for inst in task._instances:
+    for inst in task.instances:
         inst.resps.append("so \\boxed{1}")
     recovery.checkpoint(str(tmp_path))
     assert not list((tmp_path / "generations").glob("run-*.jsonl")) and "should this run die" not in \

@@ -15,7 +15,7 @@ import pytest
 
 from lm_eval_mathjudge.judging import client as client_module
 from lm_eval_mathjudge.cost import spend
-from lm_eval_mathjudge.harness import recovery, run
+from lm_eval_mathjudge.harness import entry, recovery
 from lm_eval_mathjudge.judging import schedule
 from lm_eval_mathjudge.judging.panel import Panel
 from lm_eval_mathjudge.judging.cache import Reply, ReplyCache
@@ -217,32 +217,32 @@ def test_cached_requests_are_settled_and_cost_no_call(tmp_path):
         cache.close()
 
 
-class Task:
-    """The part of JudgedTask that run.pending reads."""
+class Entry:
+    """The part of a task's run entry (harness/entry.py) that claiming a pass reads."""
 
     def __init__(self, joins: bool = True):
-        self.joins = joins
+        self._joins = joins
 
-    def joins_run(self) -> bool:
-        return self.joins
+    def joins(self) -> bool:
+        return self._joins
 
 
 def test_pending_claims_every_joining_task_once(monkeypatch):
-    monkeypatch.setattr(run, "_PENDING", [])
-    a, b, c, panel = Task(), Task(), Task(), Task(joins=False)
+    monkeypatch.setattr(entry, "_PENDING", [])
+    a, b, c, panel = Entry(), Entry(), Entry(), Entry(joins=False)
     for t in (a, panel, b, c):
-        run.register(t)
-    assert run.pending(b) == [a, b, c]  # lm-eval's order; the panel judges itself
-    assert run.pending(c) == [c]  # already claimed: nobody else is judged twice
+        entry.register(t)
+    assert entry.claim(b) == [a, b, c]  # lm-eval's order; the panel judges itself
+    assert entry.claim(c) == [c]  # already claimed: nobody else is judged twice
 
 
 def test_task_by_task_switch(monkeypatch):
-    monkeypatch.setattr(run, "_PENDING", [])
-    monkeypatch.setenv(run.TASK_BY_TASK_ENV, "1")
-    a, b = Task(), Task()
-    run.register(a)
-    run.register(b)
-    assert run.pending(a) == [a]
+    monkeypatch.setattr(entry, "_PENDING", [])
+    monkeypatch.setenv(entry.TASK_BY_TASK_ENV, "1")
+    a, b = Entry(), Entry()
+    entry.register(a)
+    entry.register(b)
+    assert entry.claim(a) == [a]
 
 
 def test_the_schedule_takes_tasks_in_turn_then_the_slow_one_first():

@@ -14,7 +14,6 @@ import stat
 import sys
 import threading
 import time
-from types import SimpleNamespace
 
 import pytest
 
@@ -322,10 +321,10 @@ def _task(name, questions, generated=True):
 
 
 class _Task:
-    """The parts of a judged task recovery reads."""
+    """The parts of a judged task's run entry (harness/entry.py) that recovery reads."""
 
     def __init__(self, name, instances):
-        self.config, self._instances = SimpleNamespace(task=name), instances
+        self.name, self.instances = name, instances
 
 
 @pytest.fixture
@@ -370,7 +369,7 @@ def test_generations_lm_eval_reported_before_a_stop_are_kept_in_its_own_cache(tm
     monkeypatch.setattr(sys, "argv", ["lm_eval", "--model", "hf", "--tasks", "a"])
     task = tracked(_task("a", ["q1", "q2", "q3", "q4"], generated=False))
     hook = CacheHook(None)  # what a model holds without --use_cache
-    for inst in task._instances[:2]:
+    for inst in task.instances[:2]:
         hook.add_partial("generate_until", inst.args, f"made for {inst.doc['question']}")
     hook.add_partial("generate_until", ("a prompt of another task", {}), "not ours")
     message = recovery.stop_message(str(tmp_path))
@@ -388,5 +387,5 @@ def test_generations_lm_eval_reported_before_a_stop_are_kept_in_its_own_cache(tm
         loglikelihood = loglikelihood_rolling = generate_until
 
     lm = CachingLM(Model(), f"{prefix}_rank0.db")
-    answers = lm.generate_until(task._instances)
+    answers = lm.generate_until(task.instances)
     assert answers == ["made for q1", "made for q2", "new for q3", "new for q4"] and Model.asked == ["q3", "q4"]

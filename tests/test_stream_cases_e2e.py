@@ -150,22 +150,3 @@ def test_two_tasks_with_one_prompt_and_a_budget_pay_for_each_own_answer_once(tmp
     assert len(result["judge_times"]) == 2 * N  # one call per task per doc: no early call judged the twin's answer
     runs = result["run"].results()["configs"]
     assert [runs[t]["metadata"]["judge"]["run"]["judge_calls"] for t in (TASK, "gsm8k_gpt4em_twin")] == [N, N]
-
-
-def test_shared_verdicts_with_k_samples_judge_after_generation(tmp_path):
-    """judge_dedupe=answer groups a doc's k answers once all are in: streaming them would pay for each."""
-    asked, lock = collections.Counter(), threading.Lock()
-
-    def same_answer(body: dict) -> str:  # three ways of writing the same number, in turn
-        question = question_of(body)
-        with lock:
-            asked[question] += 1
-            j = asked[question] % 3
-        gold = GOLD[question]
-        return [f"Adding it up: \\boxed{{{gold}}}", f"The answer is {gold}.", f"So it is ${gold}.0$."][j]
-
-    result = _run(tmp_path, "dedupe", model=same_answer, repeats=3, judge_dedupe="answer")
-    assert result["run"].returncode == 0, result["run"].stderr[-3000:]
-    assert result["model_calls"] == 3 * N
-    assert len(result["judge_times"]) == N  # one verdict per doc, shared by its three ways of writing it
-    assert not _streamed(result)

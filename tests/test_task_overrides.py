@@ -45,7 +45,8 @@ def _build(config: dict) -> None:
     try:
         task.build_all_requests(limit=3, rank=0, world_size=1)
     finally:
-        task._close_judge()
+        if task._entry is not None:  # the judge the run opened for the task (harness/entry.py)
+            task._entry.close()
 
 
 CASES = [  # (key, value, what the message must say; None: the task builds)

@@ -91,7 +91,6 @@ RANGES: dict[str, object] = {
     "audit_limit": Num(1, schema.MAX_AUDIT_LIMIT),
     "stream": BOOL,
     "pass_at": f"a list of whole numbers, each 1 .. repeats (at most {schema.MAX_REPEATS}), or one string `1,4,16`",
-    "dedupe": Choice(schema.DEDUPE),
 }
 
 MEANINGS = {
@@ -149,9 +148,6 @@ MEANINGS = {
               "([judging while generating](scale.md#judging-while-the-model-generates))",
     "pass_at": "with `repeats` k > 1: the k' of the `pass@k'` metrics; unset = 1 and k "
                "([k samples per problem](tasks.md#k-samples-per-problem))",
-    "dedupe": "GPT4-EM with `repeats` k > 1: `answer` judges one sample per group of equivalent final answers "
-              "(the local rule's, as `maj@k` groups them) and gives its verdict to the others; a sample the rule "
-              "cannot read is judged alone ([cheap k](comparing.md#cheap-k-one-verdict-per-equivalent-answer))",
 }
 
 

@@ -2,10 +2,11 @@
 
 A fixed, versioned battery of adversarial answers (``battery.py``,
 ``battery_v<N>.json``) is paired with real problems of each task's data set
-and judged by the task's own judge, exactly as its samples would be
-(``JudgedTask.build_judge`` and ``requests_for``: the same settings, template,
-cache, limits, retries, batch mode, panel or cascade; dry run and budget first,
-then every audited task's answers through one pool, ``judging/schedule.py``). The outcomes
+and judged by the task's own judge, exactly as its samples would be (a
+``Target``: a fresh copy of the task's judge and its own way of rendering a
+request, so the same settings, template, cache, limits, retries, batch mode,
+panel or cascade; dry run and budget first, then every audited task's answers
+through one pool, ``judging/schedule.py``). The outcomes
 become false-positive rates per attack family with Wilson intervals, control
 accuracies and judge failures (``score.py``), and the calls go into the cost
 ledger (``cost.Ledger``).
@@ -19,22 +20,34 @@ Answers already judged are cached like any other request, so a rerun is free.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..settings.schema import pipeline_label
 from .battery import Item, build, load
 from .score import Row, breaches, summarise, table
 
-__all__ = ["Item", "audit_tasks", "breaches", "build", "in_run", "load", "table"]
+__all__ = ["Item", "Target", "audit_tasks", "breaches", "build", "in_run", "load", "table"]
 
 _DONE: dict[str, dict[str, Any]] = {}  # judge key -> the record of the audit made for it in this process
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the audit needs of a judged task (``harness.plan.JudgePlan.audit_target`` makes one)."""
+    name: str  # the task
+    docs: Any  # its eval docs: the battery's answers are paired with its problems
+    judge: Any  # its judge (core/judges.py): scores and describes a verdict
+    limit: int  # answers per attack family (judge_audit_limit)
+    label: str  # its judging pipeline (settings.schema.pipeline_label)
+    open_judge: Callable[[], tuple[Any, list]]  # a fresh copy of its judge and the member clients; caller closes
+    render: Callable[[Any, str], Any]  # (doc, answer) -> the judge request, as the task renders its samples
 
 
 def ledger_name(task: str) -> str:
     return f"audit:{task}"
 
 
-def audit_tasks(tasks: Sequence[Any], limit: int | None = None, ledger: Any = None,
+def audit_tasks(tasks: Sequence[Target], limit: int | None = None, ledger: Any = None,
                 saved: str | Callable[[], str] = "") -> dict[str, Any]:
     """Audit each judged task's judge on its own problems; the report (JSON-able, with every item).
 
@@ -51,11 +64,11 @@ def audit_tasks(tasks: Sequence[Any], limit: int | None = None, ledger: Any = No
     plans: list[tuple[Any, list[Item], Any, list]] = []  # (task, items, its job, member clients)
     try:
         for task in tasks:
-            items = build(task.config.task, list(task.eval_docs), limit or task.options.audit_limit, battery)
-            client, members = task.build_judge()
+            items = build(task.name, list(task.docs), limit or task.limit, battery)
+            client, members = task.open_judge()
             try:
-                built = task.requests_for([(i.doc, i.response) for i in items])
-                job = schedule.Job.build(ledger_name(task.config.task), client, len(built), built.__getitem__, members)
+                built = [task.render(i.doc, i.response) for i in items]
+                job = schedule.Job.build(ledger_name(task.name), client, len(built), built.__getitem__, members)
             except BaseException:
                 client.close()
                 raise
@@ -69,7 +82,7 @@ def audit_tasks(tasks: Sequence[Any], limit: int | None = None, ledger: Any = No
     finally:
         for task, _, job, members in plans:
             for member in members:
-                ledger.record_stats(ledger_name(task.config.task), member.settings, member.stats)
+                ledger.record_stats(ledger_name(task.name), member.settings, member.stats)
             job.client.close()
     return _report(battery, results, limit, ledger)
 
@@ -82,9 +95,8 @@ def _report(battery: Any, results: list, limit: int | None, ledger: Any) -> dict
         judge = task.judge
         rows = [(item, o, o.verdict is not None and judge.scores(o.verdict)[judge.metric_names[0]] == 1.0)
                 for item, o in zip(items, outcomes)]
-        per_task[task.config.task] = {"judge": pipeline_label(task.config.metadata["judge"]),
-                                      "metric": judge.metric_names[0], "limit": limit or task.options.audit_limit,
-                                      **summarise(rows)}
+        per_task[task.name] = {"judge": task.label, "metric": judge.metric_names[0],
+                               "limit": limit or task.limit, **summarise(rows)}
         every += rows
         details += [_detail(row, judge) for row in rows]
     return {"battery": battery.describe(), "tasks": per_task,
@@ -92,7 +104,7 @@ def _report(battery: Any, results: list, limit: int | None, ledger: Any) -> dict
             "cost": ledger.as_dict(), "items": details}
 
 
-def in_run(task: Any, key: str) -> dict[str, Any]:
+def in_run(task: Target, key: str) -> dict[str, Any]:
     """``judge_audit=true``: the audit record of this task's judge, audited once per process."""
     key = f"{load().sha256}:{key}"
     if key not in _DONE:
@@ -100,18 +112,18 @@ def in_run(task: Any, key: str) -> dict[str, Any]:
 
         ledger = Ledger()
         report = audit_tasks([task], ledger=ledger)
-        name = task.config.task
+        name = task.name
         print(f"judge audit of {report['tasks'][name]['judge']} on {name} (battery v{report['battery']['version']}):\n"
               f"{table(report['tasks'][name])}\n{ledger.table()}", file=sys.stderr, flush=True)
         _DONE[key] = {k: v for k, v in report.items() if k != "items"}
     return _DONE[key]
 
 
-def pending_pairs(task: Any, key: str) -> list[tuple[Any, str]]:
+def pending_pairs(task: Target, key: str) -> list[tuple[Any, str]]:
     """The (doc, answer) pairs ``in_run`` would judge for this task; none once its judge is audited."""
     if f"{load().sha256}:{key}" in _DONE:
         return []
-    items = build(task.config.task, list(task.eval_docs), task.options.audit_limit)
+    items = build(task.name, list(task.docs), task.limit)
     return [(item.doc, item.response) for item in items]
 
 

@@ -62,7 +62,9 @@ def create(settings: JudgeSettings, judge: str) -> "LocalBackend":
     if judge != "exact_match":
         raise ConfigError(f"the local judge only speaks the exact-match contract, not {judge!r}; "
                           "use judge_backend=gemini or openai for the VLM judge")
-    return LocalBackend(workers=settings.concurrency)
+    # Workers start on demand, one per call in flight; how many calls are in flight is the client's
+    # (judge_concurrency: judging/client.py), so the pool may be as large as the machine has CPUs.
+    return LocalBackend(workers=os.cpu_count() or 1)
 
 
 class LocalBackend:

@@ -87,22 +87,6 @@ def problem_metrics(spec: KSpec, scores: Sequence[Mapping[str, float]],
     return out, vote
 
 
-def verdict_leaders(classes: Sequence[int | None]) -> dict[int, int]:
-    """``judge_dedupe=answer``: sample -> the earlier sample whose verdict it shares (the first of its answer
-    class). A sample without a class (the local rule could not read one final answer: a hedge, two answers,
-    none) is never grouped: it is judged on its own and lends its verdict to no one."""
-    first: dict[int, int] = {}
-    leaders: dict[int, int] = {}
-    for j, c in enumerate(classes):
-        if c is None:
-            continue
-        if c in first:
-            leaders[j] = first[c]
-        else:
-            first[c] = j
-    return leaders
-
-
 def identical(responses: Sequence[str]) -> int:
     """Responses of one problem that repeat an earlier one word for word (judged once, by the cache key)."""
     return len(responses) - len(set(responses))

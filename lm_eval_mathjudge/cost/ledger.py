@@ -88,7 +88,6 @@ class Row:
     completion_tokens: int = 0
     thinking_tokens: int = 0
     duplicates: int = 0  # requests that repeated another word for word: judged once
-    saved: int = 0  # calls saved by samples sharing a verdict (judge_dedupe=answer)
     usd_online: float | None = 0.0
     usd_batch: float | None = 0.0
     unpriced: tuple[str, ...] = ()
@@ -110,7 +109,7 @@ class Row:
 
 
 _COUNTS = ("requests", "calls", "cached", "failed", "prompt_tokens", "completion_tokens", "thinking_tokens",
-           "duplicates", "saved")
+           "duplicates")
 
 
 def _round(value: float | None) -> float | None:
@@ -145,7 +144,7 @@ class Ledger:
 
     def record(self, task: str, settings: Any, *, requests: int = 0, calls: int = 0, cached: int = 0,
                failed: int = 0, usage: Mapping[str, Any] | None = None,
-               batch_usage: Mapping[str, Any] | None = None, duplicates: int = 0, saved: int = 0) -> Row:
+               batch_usage: Mapping[str, Any] | None = None, duplicates: int = 0) -> Row:
         """Add one judge's counts for ``task``. Never raises for a bad ``prices`` override: the calls are
         already paid for, so the judge is left unpriced and the reason goes into the table and the block."""
         try:
@@ -155,7 +154,7 @@ class Ledger:
         online, batched = tokens_of(usage), tokens_of(batch_usage)
         both = online + batched
         label = judge_label(settings)
-        row = Row(requests, calls, cached, failed, both.prompt, both.completion, both.thinking, duplicates, saved,
+        row = Row(requests, calls, cached, failed, both.prompt, both.completion, both.thinking, duplicates,
                   usd(online, price), usd(batched, price, batch=True))
         if row.usd is None:
             row = replace(row, unpriced=(label,))
@@ -209,9 +208,8 @@ class Ledger:
         lines += [_line(task, self.task_row(task)) for task in tasks]
         total = self.total()
         lines += ["-" * len(_HEADER), _line("total", total)]
-        if total.duplicates or total.saved:
-            lines.append("dup: requests identical to another one, judged once; saved: calls saved by samples "
-                         "sharing the verdict of an equivalent answer (judge_dedupe=answer)")
+        if total.duplicates:
+            lines.append("dup: requests identical to another one, judged once")
         if total.unpriced:
             lines.append(f"no price for {', '.join(total.unpriced)}: their USD is left out of the sums; add them "
                          "with judge_prices")
@@ -219,7 +217,7 @@ class Ledger:
         return "\n".join(lines)
 
 
-_HEADER = (f"{'task':<32} {'requests':>8} {'dup':>6} {'saved':>6} {'calls':>7} {'cached':>7} {'failed':>6} "
+_HEADER = (f"{'task':<32} {'requests':>8} {'dup':>6} {'calls':>7} {'cached':>7} {'failed':>6} "
            f"{'prompt tok':>11} "
            f"{'reply tok':>10} {'think tok':>10} {'USD online':>11} {'USD batch':>10} {'USD':>10}")
 
@@ -232,7 +230,7 @@ def money(value: float | None) -> str:
 def _line(name: str, row: Row) -> str:
     mark = "*" if row.unpriced and row.usd is not None else ""  # a sum that leaves unpriced judges out
     name = name if len(name) <= 32 else name[:31] + "~"
-    return (f"{name:<32} {row.requests:>8,} {row.duplicates:>6,} {row.saved:>6,} {row.calls:>7,} {row.cached:>7,} "
+    return (f"{name:<32} {row.requests:>8,} {row.duplicates:>6,} {row.calls:>7,} {row.cached:>7,} "
             f"{row.failed:>6,} "
             f"{row.prompt_tokens:>11,} {row.completion_tokens:>10,} {row.thinking_tokens:>10,} "
             f"{money(row.usd_online):>11} {money(row.usd_batch):>10} {money(row.usd) + mark:>10}")

@@ -8,9 +8,8 @@ is judged as a slot of its own (identical responses share one request key, so th
 are judged once, and counted); the samples file then holds the k per-sample records of a
 doc in ``filtered_resps``, and the doc's metrics are ``core.samples.problem_metrics``.
 The final answers of a doc's k samples are grouped by equivalence in the local rule's
-worker process (``backends.local``), bounded in time like any local judgement; with
-``judge_dedupe=answer`` the grouping is done before judging (``leaders``), so the samples of
-one group share one verdict, and the same groups then count the majority vote.
+worker process (``backends.local``), bounded in time like any local judgement, for the majority
+vote (maj@k) only: every sample is judged on its own.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from .. import compat
 from ..core.errors import ConfigError, JudgeRefusal
 from ..core.jsontext import shown
 from ..core.judges import JUDGE_FAILED, Judge
-from ..core.samples import KSpec, identical, problem_metrics, verdict_leaders
+from ..core.samples import KSpec, identical, problem_metrics
 from ..settings.schema import MAX_REPEATS, RunOptions
 
 log = logging.getLogger(__name__)
@@ -63,6 +62,24 @@ def check_ready(spec: KSpec | None, options: RunOptions, task: str | None) -> No
     if spec is None and options.pass_at:
         raise ConfigError(f"task {task}: judge_pass_at is set but repeats is 1; pass@k' needs k samples per "
                           'problem: add --metadata \'{"repeats": K}\' (or repeats: K in the task YAML)')
+
+
+def check_filters(spec: KSpec | None, ensembles: list, instances: list, task: str | None) -> None:
+    """Before any generation: with k samples every filter pipeline must keep all k of a doc (a majority
+    vote or take_first would leave one), else the k samples would be paid for and then refused."""
+    if spec is None or not instances:
+        return
+    try:  # a custom filter cannot be tried on made-up answers: it is checked once the answers are in
+        views = compat.filter_one(ensembles, ["0"] * spec.k, instances[0].doc) if compat.per_response(ensembles) else {}
+    except Exception:  # noqa: BLE001 - as above
+        log.debug("%s: filters not tried before generation", task, exc_info=True)
+        return
+    for name, value in views.items():
+        got = len(value) if isinstance(value, (list, tuple)) else 1
+        if got != spec.k:
+            raise ConfigError(f"{task}: the filter {name!r} keeps {got} of the {spec.k} samples of each "
+                              f"doc (repeats {spec.k}); a task with repeats > 1 needs a filter that keeps every sample "
+                              "(remove filter_list, or end it with take_first_k). Nothing was generated")
 
 
 def reconfigure(base: dict, k: int, judge: Judge, options: RunOptions) -> tuple[KSpec | None, dict]:
@@ -126,32 +143,22 @@ def key_of(value: Any) -> Any:
 def answer_classes(docs: list[tuple[Any, str, list[str]]], task_name: str,
                    classes_of=None) -> dict[tuple[int, str], list[int | None]]:
     """(instance, filter key, its k texts) -> each text's answer class (the local rule's), by (id(instance), key).
-    A doc whose answers the rule cannot group gets no class at all: no majority, nothing shared."""
+    A doc whose answers the rule cannot group gets no class at all: no majority."""
     out = {}
     with (classes_of or _local_classes)() as group:
         for inst, key, texts in docs:
             try:
                 out[(id(inst), key)] = group(inst.doc, texts)
             except JudgeRefusal as exc:  # unsure: no majority for this problem, counted
-                log.warning("%s: doc %s: the answers of its samples could not be grouped (%s); no majority, "
-                            "no verdict shared", task_name, inst.doc_id, exc)
+                log.warning("%s: doc %s: the answers of its samples could not be grouped (%s); no majority",
+                            task_name, inst.doc_id, exc)
                 out[(id(inst), key)] = [None] * len(texts)
     return out
 
 
-def leaders(docs: list[tuple[Any, str, list[str]]], classes: dict[tuple[int, str], list[int | None]],
-            first_slot: list[int]) -> dict[int, int]:
-    """``judge_dedupe=answer``: slot -> the slot whose verdict it shares; ``first_slot[d]`` is doc d's sample 0."""
-    return {first_slot[d] + j: first_slot[d] + lead
-            for d, (inst, key, _) in enumerate(docs)
-            for j, lead in verdict_leaders(classes[(id(inst), key)]).items()}
-
-
-def finish(instances, spec: KSpec, scores: dict, task_name: str, classes_of=None,
-           known: dict[tuple[int, str], list[int | None]] | None = None) -> dict[str, Any]:
+def finish(instances, spec: KSpec, scores: dict, task_name: str, classes_of=None) -> dict[str, Any]:
     """Score every doc from its k records (``scores``: record -> per-sample scores; the doc's metrics are
-    added under the doc's key) and return the run's k-sample summary for the results' metadata.
-    ``known``: the answer classes already computed before judging (``answer_classes``)."""
+    added under the doc's key) and return the run's k-sample summary for the results' metadata."""
     summary = {"k": spec.k, "pass_at": list(spec.pass_at), "problems": 0, "samples": 0, "identical_responses": 0,
                "maj": {"ties": 0, "tied_docs": [], "no_answer": 0, "no_answer_docs": []}}
     docs = []
@@ -159,8 +166,7 @@ def finish(instances, spec: KSpec, scores: dict, task_name: str, classes_of=None
         for key, records in inst.filtered_resps.items():
             fields = [json.loads(r) for r in records]
             docs.append((inst, key, records, [f["response"] for f in fields]))
-    if known is None or any((id(inst), key) not in known for inst, key, _, _ in docs):
-        known = answer_classes([(inst, key, texts) for inst, key, _, texts in docs], task_name, classes_of)
+    known = answer_classes([(inst, key, texts) for inst, key, _, texts in docs], task_name, classes_of)
     for inst, key, records, texts in docs:
         classes = known[(id(inst), key)]
         metrics, vote = problem_metrics(spec, [scores[r] for r in records], classes)

@@ -30,8 +30,7 @@ def judge_record(judge: Judge, settings: JudgeSettings, options: RunOptions,
                  members: Sequence[JudgeSettings]) -> dict[str, Any]:
     record = {"name": judge.name, **_public(settings),
               "cache_dir": settings.resolved_cache_dir() if settings.cache else None,
-              "prompt_version": prompts.load(judge.template).version, "dedupe": options.dedupe,
-              **_pipeline(options, members)}
+              "prompt_version": prompts.load(judge.template).version, **_pipeline(options, members)}
     return {**record, "pipeline": pipeline_label(record)}
 
 

@@ -53,9 +53,9 @@ log = logging.getLogger(__name__)
 
 GENERATIONS_DIR = "generations"
 
-# Tasks whose generations exist in memory (weak: a finished task is not kept alive; by id: a task need not
-# be hashable), with the lm-eval cache key of each instance's request (what CacheHook.add_partial reports a
-# finished generation under).
+# Tasks whose generations exist in memory, by their run entry (``entry.py``: a name, lm-eval's instances,
+# the ranks; weak: a finished task's entry is not kept alive; by id: an entry need not be hashable), with the
+# lm-eval cache key of each instance's request (what CacheHook.add_partial reports a finished generation under).
 _LIVE: dict[int, tuple["weakref.ref[Any]", list[str | None]]] = {}
 _WANTED: set[str] = set()  # those keys: generations of judged tasks
 _FINISHED: dict[str, str] = {}  # key -> generation, as lm-eval's model finished it (until judging starts)
@@ -70,9 +70,10 @@ RUN_PREFIX = "run-"  # the run's generations file (the rest of its name: time, p
 
 
 def track(task: Any, rank: int = 0, cache_dir: str | None = None) -> None:
-    """Remember a task whose generations must survive a failure, a stop or a kill of any task;
-    ``cache_dir``: where its generations are appended as they finish (the first task's folder)."""
-    instances = getattr(task, "_instances", None) or []
+    """Remember a task (its run entry: ``name``, ``instances``, ``world``) whose generations must survive a
+    failure, a stop or a kill of any task; ``cache_dir``: where its generations are appended as they finish
+    (the first task's folder)."""
+    instances = task.instances or []
     keys = [compat.generation_key(inst.args) if getattr(inst, "request_type", None) == "generate_until" else None
             for inst in instances]
     _LIVE[id(task)] = (weakref.ref(task, lambda _, key=id(task): _LIVE.pop(key, None)), keys)
@@ -80,7 +81,7 @@ def track(task: Any, rank: int = 0, cache_dir: str | None = None) -> None:
     with _STREAM_LOCK:
         for inst, key in zip(instances, keys):
             if key is not None:
-                _SOURCES.setdefault(key, []).append((task.config.task, inst.doc_id, question_of(inst.doc)))
+                _SOURCES.setdefault(key, []).append((task.name, inst.doc_id, question_of(inst.doc)))
         if cache_dir and _STREAM.get("cache_dir") is None:
             _STREAM["cache_dir"] = cache_dir
     _RANK[0] = rank
@@ -191,13 +192,13 @@ def _rows() -> tuple[list[tuple[str, int, dict, str, list[str]]], int, dict[str,
         task = ref()
         if task is None:
             continue
-        folders = media_dirs(task.config.task)
-        for inst, key in zip(getattr(task, "_instances", None) or [], keys):
+        folders = media_dirs(task.name)
+        for inst, key in zip(task.instances or [], keys):
             total += 1
             if inst.resps and isinstance(inst.resps[0], str):
-                rows.append((task.config.task, inst.doc_id, inst.doc, inst.resps[0], folders))
+                rows.append((task.name, inst.doc_id, inst.doc, inst.resps[0], folders))
             elif key is not None and key in _FINISHED:
-                rows.append((task.config.task, inst.doc_id, inst.doc, _FINISHED[key], folders))
+                rows.append((task.name, inst.doc_id, inst.doc, _FINISHED[key], folders))
                 partial[key] = _FINISHED[key]
     return rows, total, partial
 

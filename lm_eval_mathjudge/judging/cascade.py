@@ -14,10 +14,6 @@ a revision or a refusal is rejected there and decided by the LLM judge, so a
 model never gets one guess from each stage, and the cascade cannot score above
 an LLM judge that follows its rubric (tests/test_cascade_bound.py).
 
-Shared verdicts (``judge_dedupe=answer``, ``share``): a sample whose final answer is equivalent to
-an earlier sample's (its leader) is still looked at by the rule stage first; only when the rule
-stage rejects both does it take the LLM verdict of its leader instead of a call of its own.
-
 The score is still its own measurement (the rule decides samples the LLM judge
 might have misjudged), so the metric is renamed: ``gpt4_exact_match`` is
 reported as ``cascade_exact_match``.
@@ -60,9 +56,7 @@ class Cascade(Members):
         self._lock = threading.Lock()
         self._first: dict[str, Outcome] = {}  # rule-stage outcomes, by the rule's key
         self._second: dict[str, Outcome] = {}  # LLM-stage outcomes, by the LLM's key
-        self._asked = Flights(keep=True)  # each LLM-stage key asked once, leaders and followers alike
-        self._leaders: dict[str, tuple[Callable[[int], Any], int]] = {}  # follower's key -> (render, leader slot)
-        self.saved_by_sharing = 0  # LLM calls saved by followers taking their leader's verdict
+        self._asked = Flights(keep=True)  # each LLM-stage key asked once
         self.decided = {"rule": 0, "llm": 0}
         self.stats = _CascadeStats(self)
 
@@ -76,47 +70,21 @@ class Cascade(Members):
     def count_requests(self, requests: int, unique: int) -> None:
         self._rule.count_requests(requests, unique)  # the LLM stage counts what reaches it (judge_one)
 
-    def share(self, request: JudgeRequest, render: Callable[[int], Any], leader: int) -> None:
-        """This request may take the LLM verdict of the request ``render(leader)`` renders (its answer is
-        equivalent); the rule stage still judges it first."""
-        with self._lock:
-            self._leaders[self.key(request)] = (render, leader)
-
     def judge_one(self, key: str, request: JudgeRequest) -> Outcome:
         first = self._by_rule(request)
         if accepts(first.verdict):
             with self._lock:
                 self.decided["rule"] += 1
             return dataclasses.replace(first, detail={"stage": "rule", "judge": self._rule_label})
-        asked, shared = self._llm_request(key, request)
-        llm_key = self._llm.key(asked)
-        self._llm.count_requests(1, 0 if shared else 1)
-        second, _ = self._asked.run(llm_key, lambda: self._llm.judge_one(llm_key, asked), wait_limit(self._llm))
-        if shared and second.failure is not None:  # the leader's judgement failed: no verdict to share
-            asked, shared, llm_key = request, False, self._llm.key(request)
-            self._llm.count_requests(0, 1)
-            second, _ = self._asked.run(llm_key, lambda: self._llm.judge_one(llm_key, asked), wait_limit(self._llm))
+        llm_key = self._llm.key(request)
+        self._llm.count_requests(1, 1)
+        second, _ = self._asked.run(llm_key, lambda: self._llm.judge_one(llm_key, request), wait_limit(self._llm))
         with self._lock:
             self._second[llm_key] = second
             self.decided["llm"] += 1
-            self.saved_by_sharing += shared
         return dataclasses.replace(second, detail={"stage": "llm", "judge": self._llm_label, "rule": {
             "verdict": None if first.verdict is None else self._describe(first.verdict),
-            "failure": first.failure, "error": redact(first.error) if first.error else first.error},
-            **({"shared": True} if shared else {})})
-
-    def _llm_request(self, key: str, request: JudgeRequest) -> tuple[JudgeRequest, bool]:
-        """What the LLM stage is asked for this request: its leader's request when it has one that the rule
-        stage rejects too (a leader the rule accepts got no LLM verdict to share), else its own."""
-        with self._lock:
-            leader = self._leaders.get(key)
-        if leader is None:
-            return request, False
-        render, slot = leader
-        led = render(slot)
-        if not isinstance(led, JudgeRequest) or accepts(self._by_rule(led).verdict):
-            return request, False
-        return led, True
+            "failure": first.failure, "error": redact(first.error) if first.error else first.error}})
 
     def _by_rule(self, request: JudgeRequest) -> Outcome:
         """The rule stage's outcome (judged once per request, even when a batch pre-fill asked first)."""
@@ -157,7 +125,6 @@ class Cascade(Members):
         return {"rule_judge": self._rule_label, "llm_judge": self._llm_label,
                 "decided_by_rule": self.decided["rule"], "decided_by_llm": self.decided["llm"],
                 "llm_requests_saved": self.decided["rule"],
-                "llm_calls_saved_by_dedupe": self.saved_by_sharing,
                 "rule": self._rule.stats.as_dict(), "llm": self._llm.stats.as_dict()}
 
     def close(self) -> None:

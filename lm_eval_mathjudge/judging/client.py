@@ -229,6 +229,8 @@ class JudgeClient:
 
     @property
     def concurrency(self) -> int:
+        """How many calls this client keeps going at once (``judge_concurrency``, which it also gives the gate
+        of its endpoint: ``__init__``); pools size themselves by it through ``members.width`` only."""
         return self._settings.concurrency
 
     def set_bar(self, bar: Any) -> None:

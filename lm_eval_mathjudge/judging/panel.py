@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable, Sequence
 from ..core import stats
 from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome
-from .members import Members
+from .members import Members, width
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +121,8 @@ class Panel(Members):
             return [clients[0].judge_one(clients[0].key(request), request)]
         with self._lock:
             if self._helpers is None:
-                width = max(client.concurrency for client in clients) * (len(clients) - 1)
-                self._helpers = ThreadPoolExecutor(max_workers=width, thread_name_prefix="mathjudge-panel")
+                helpers = width(clients) * (len(clients) - 1)  # the first member is asked on the pool's own thread
+                self._helpers = ThreadPoolExecutor(max_workers=helpers, thread_name_prefix="mathjudge-panel")
         later = [self._helpers.submit(client.judge_one, client.key(request), request) for client in clients[1:]]
         try:
             first = clients[0].judge_one(clients[0].key(request), request)

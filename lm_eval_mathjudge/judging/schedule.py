@@ -1,11 +1,12 @@
 """The run's one pool of judge requests: every task's requests, whatever its judge, through one bounded pool.
 
-A judged task hands over a ``TaskSpec`` (its name, its judge, the clients that make calls, its
-requests, and where its outcomes go). Its judge is anything with ``key``/``judge_one``: one
+A task's share of a pass is a ``Job`` (its name, its judge, the clients that make calls, how each
+of its slots renders a request). Its judge is anything with ``key``/``judge_one``: one
 ``JudgeClient``, or a panel or a cascade (``panel.py``, ``cascade.py``), which judge one request
 through their member clients' ``judge_one``. So the unique requests of every task go through ONE
-``workers.run_bounded`` with one progress bar and one width, the next request always from the task
-with the most work left (``Schedule``), and one cost table covers every member client.
+``workers.run_bounded`` with one progress bar, the next request always from the task with the most
+work left (``Schedule``), and one cost table covers every member client. The pool is as wide as its
+widest judge (``members.width``; ``judge_concurrency`` takes effect in the judge's client).
 
 Early calls (``Early``): with ``judge_stream`` a task's requests start as the model finishes each
 generation, through the same ``judge_one`` (cache, limits, retries, stats); the pass then takes
@@ -14,10 +15,7 @@ each such key's outcome from its call instead of asking again, so it only waits 
 Identical requests are judged once, and counted (``duplicate_requests``): within a task by their
 key (each unique key is handed out once), and across the tasks of a pass by ``Flights``: a key
 another task of the pass already judged, or is judging, is taken from that task instead of asked
-again. A task may also name slots that share another slot's verdict (``TaskSpec.shares``:
-``judge_dedupe=answer``, harness/task.py): such a slot takes its leader's key, so only the leader
-is judged (``calls_saved_by_dedupe``), and the dry run and the budget count only the leader. A judge
-with ``share`` (the cascade) decides itself what it shares: its rule stage still looks at every slot.
+again.
 
 Streaming: a request is rendered to compute its key, then dropped; a worker renders it again right
 before its call. What stays per sample is a key (and an outcome once judged), not a prompt, so
@@ -34,7 +32,7 @@ import time
 from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..calls import stop
 from ..calls.workers import run_bounded
@@ -43,31 +41,11 @@ from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome, clean_text
 from ..cost.ledger import Ledger
 from ..cost.spend import Part
+from .cascade import Cascade
 from .flights import Flights, wait_limit
+from .members import width
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """What the pool needs from one judged task.
-
-    ``judge`` answers ``key``/``judge_one`` (a client, a panel or a cascade); ``members`` are the
-    clients that make calls (for the dry run, the budget and the cost table); ``render(i)`` builds
-    slot i's request (or the Outcome of a slot that is not judged); ``record`` receives the judged
-    ``Job`` once the pass is over (or broke off for this task: ``job.error``). ``audit``: the judge
-    audit the task runs afterwards (``judge_audit=true``), estimated with the run, once per key.
-    """
-    name: str
-    judge: Any
-    members: tuple[Any, ...]
-    slots: int
-    render: Callable[[int], JudgeRequest | Outcome]
-    record: Callable[["Job"], None]
-    cache_dir: str = ""  # where a stop says the generations were kept
-    audit: tuple[str, Callable[[], list[Part]]] | None = None  # (key, parts) of the judge audit run after it
-    world: World = World()  # the ranks lm-eval sharded the docs over (core/ranks.py)
-    shares: Mapping[int, int] = field(default_factory=dict)  # slot -> the earlier slot whose verdict it shares
 
 
 @dataclass
@@ -89,18 +67,13 @@ class Job:
     cost: dict[str, Any] | None = None
     run_stats: dict[str, Any] | None = None  # the judge's stats, failures per sample, summed over every rank
     duplicates: int = 0  # requests that repeat another word for word (this task's, or another task's in the pass)
-    saved: int = 0  # calls saved by sharing a leader's verdict (TaskSpec.shares)
-    shared: dict[int, int] = field(default_factory=dict)  # slot -> the slot whose verdict it took
-    followers: set[int] = field(default_factory=set)  # slots a ``share``-ing judge (the cascade) may share
 
     @classmethod
     def build(cls, name: str, client: Any, slots: int, render: Callable[[int], JudgeRequest | Outcome],
-              members: Sequence[Any] | None = None, shares: Mapping[int, int] | None = None) -> "Job":
-        """Render each slot once to key it; keep the key, drop the request. A slot of ``shares`` takes its
-        leader's key (both judged requests), or, for a judge that shares itself, is handed to it."""
+              members: Sequence[Any] | None = None) -> "Job":
+        """Render each slot once to key it; keep the key, drop the request."""
         job = cls(name=name, client=client, keys=[], skipped={}, render=render,
                   members=tuple(members) if members is not None else (client,))
-        own: set[str] = set()
         for i in range(slots):
             built = render(i)
             if isinstance(built, Outcome):
@@ -108,36 +81,16 @@ class Job:
                 job.skipped[i] = built
                 continue
             key = client.key(built)
-            own.add(key)
-            leader = (shares or {}).get(i)
-            if leader is not None and leader < i and job.keys[leader] is not None and job.keys[leader] != key:
-                if hasattr(client, "share"):  # the cascade: its rule stage judges this slot first
-                    client.share(built, job.render, leader)
-                    job.followers.add(i)
-                else:
-                    key = job.keys[leader]
-                    job.shared[i] = leader
             job.keys.append(key)
             job.first_slot.setdefault(key, i)
         judged = len(job.keys) - len(job.skipped)
-        job.duplicates, job.saved = judged - len(own), len(own) - len(job.first_slot)
+        job.duplicates = judged - len(job.first_slot)
         client.count_requests(judged, len(job.first_slot))
         return job
 
-    @classmethod
-    def of(cls, spec: TaskSpec) -> "Job":
-        return cls.build(spec.name, spec.judge, spec.slots, spec.render, spec.members, spec.shares)
-
-    def calls_saved(self) -> int:
-        """Calls saved by shared verdicts: the leaders' keys taken, and what a sharing judge saved."""
-        return self.saved + getattr(self.client, "saved_by_sharing", 0)
-
     def requests(self) -> Iterator[tuple[str, JudgeRequest]]:
-        """The unique (key, request) items, rendered one at a time (a slot that may share its leader's
-        verdict is left out: its leader is the request that is sent)."""
+        """The unique (key, request) items, rendered one at a time."""
         for key, slot in self.first_slot.items():
-            if slot in self.followers:
-                continue
             request = self.render(slot)
             if isinstance(request, JudgeRequest):
                 yield key, request
@@ -208,7 +161,6 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
     when a worker is free, so the order adapts to how long each task's calls take.
     """
     schedule = Schedule(jobs)
-    concurrency = max((job.client.concurrency for job in jobs), default=1)
     judged = Flights(keep=True)  # a key is judged once in the pass, whichever task asks first
 
     def one(_slot: int) -> None:
@@ -219,10 +171,8 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
         call = early.take(key) if early is not None else None
         # started as its generation arrived: wait for it
         early_call = call if call is not None and not call.cancelled() else None
-        # a follower's outcome depends on this task's sharing: never handed to another task
-        flight = key if job.first_slot[key] not in job.followers else f"{id(job)}:{key}"
         try:
-            outcome, shared = judged.run(flight, (lambda: early_call.result()) if early_call is not None
+            outcome, shared = judged.run(key, (lambda: early_call.result()) if early_call is not None
                                          else (lambda: _judge_slot(job, key)), _wait_limit(job))
             if shared:  # another task of the pass judged this very request: taken, not asked again
                 outcome = dataclasses.replace(outcome, cached=True, calls=0)
@@ -242,42 +192,12 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
             job.client.set_bar(bar)
 
     try:
-        run_bounded(range(schedule.total), one, concurrency=concurrency, desc=desc, progress=progress, on_bar=on_bar)
-        alone = _unshared_after_failures(jobs)
-        if alone:  # a failed judgement is no verdict of an equivalent answer: these samples get their own
-            def own(item: tuple[Job, str]) -> None:
-                job, key = item
-                job.outcomes[key] = _judge_slot(job, key)
-
-            run_bounded(alone, own, concurrency=concurrency, desc=f"{desc} (samples whose shared verdict failed)",
-                        progress=progress, on_bar=on_bar)
+        run_bounded(range(schedule.total), one, concurrency=width(job.client for job in jobs), desc=desc,
+                    progress=progress, on_bar=on_bar)
     finally:
         for job in jobs:
             job.client.set_bar(None)
             job.client.finish(job.outcomes.values())
-
-
-def _unshared_after_failures(jobs: Sequence[Job]) -> list[tuple[Job, str]]:
-    """judge_dedupe=answer: the samples that took a leader's verdict whose judgement failed (no verdict,
-    an unparseable reply, a transport failure) take their own request back: (job, key) to judge."""
-    todo = []
-    for job in jobs:
-        if job.error is not None:
-            continue
-        for slot, leader in sorted(job.shared.items()):
-            led = job.outcomes.get(job.keys[leader])
-            request = job.render(slot)
-            if led is None or led.failure is None or not isinstance(request, JudgeRequest):
-                continue
-            key = job.client.key(request)
-            del job.shared[slot]
-            job.keys[slot] = key
-            if key not in job.first_slot:
-                job.first_slot[key] = slot
-                job.saved -= 1
-                job.client.count_requests(0, 1)
-                todo.append((job, key))
-    return todo
 
 
 def _judge_slot(job: Job, key: str) -> Outcome:
@@ -334,6 +254,12 @@ class Schedule:
             record[1] += 1
 
 
+def _deciding(job: Job, members: list) -> list:
+    """The member lines a task's duplicate requests are counted on: a cascade's LLM stage (its rule stage
+    is free), else every member."""
+    return members[-1:] if isinstance(job.client, Cascade) else members
+
+
 def failure_message(job: Job) -> str:
     return f"{job.name}: judging failed: {redact(clean_text(str(job.error)))}."
 
@@ -379,8 +305,7 @@ def summarise(jobs: Sequence[Job], world: World = World()) -> None:
     (a collective: every rank calls this once per pass), so the block, the stats and the table (printed
     by rank 0 only) cover the whole run, the same on every rank."""
     mine = [(job.name, [(m.settings, m.stats) for m in job.members], job.failures(),
-             {**job.client.stats.as_dict(), "duplicate_requests": job.duplicates,
-              "calls_saved_by_dedupe": job.calls_saved()}) for job in jobs]
+             {**job.client.stats.as_dict(), "duplicate_requests": job.duplicates}) for job in jobs]
     ranks = world.gather(mine)
     ledger = Ledger()
     for rank in ranks:
@@ -388,11 +313,9 @@ def summarise(jobs: Sequence[Job], world: World = World()) -> None:
             single = len(job.members) == 1 and job.members[0] is job.client
             for settings, stats in members:  # a plain task's failures are per sample; a member's are its own
                 ledger.record_stats(job.name, settings, stats, failed=sum(failures.values()) if single else None)
-            # the task's requests judged once (word for word) or sharing a verdict, on its deciding judges' lines
-            deciding = members[-1:] if hasattr(job.client, "share") else members  # a cascade: its LLM stage
-            for settings, _ in deciding:
-                ledger.record(job.name, settings, duplicates=stats_["duplicate_requests"],
-                              saved=stats_["calls_saved_by_dedupe"])
+            # the task's requests judged once (word for word), on its deciding judges' lines
+            for settings, _ in _deciding(job, members):
+                ledger.record(job.name, settings, duplicates=stats_["duplicate_requests"])
     if world.first:
         print(ledger.table(), file=sys.stderr, flush=True)
     run_block = ledger.as_dict()

@@ -47,13 +47,13 @@ def task_names(spec: str | None) -> list[str]:
 
 
 def load_tasks(names: list[str], metadata: dict[str, Any]) -> list[Any]:
-    """The judged tasks as lm-eval builds them for ``--tasks names --metadata metadata``."""
+    """The judged tasks as lm-eval builds them for ``--tasks names --metadata metadata``, as the audit's targets."""
     from lm_eval.tasks import TaskManager
 
     manager = TaskManager(include_path=task_paths(), include_defaults=False, metadata=metadata)
     loaded = manager.load(names)["tasks"]
     by_name = {str(key).split("::")[-1]: task for key, task in loaded.items()}
-    return [by_name[name] for name in names]
+    return [task.plan.audit_target(task.config.task, task.eval_docs) for task in (by_name[n] for n in names)]
 
 
 def run(args: Any, metadata: dict[str, Any]) -> int:

@@ -48,6 +48,8 @@ UnitKey = tuple[int, str, int]  # doc_id, question hash, sample index
 # and the settings that, differing between two sides, can flip verdicts by themselves.
 RECORDED = ("backend", "model", "temperature", "max_tokens", "thinking_budget", "reasoning_effort")
 DECODING = ("temperature", "max_tokens", "thinking_budget", "reasoning_effort", "dedupe")
+# A retired setting an earlier run recorded: its value then that every run has now ("dedupe": "off").
+RETIRED_AS_NOW = {"dedupe": "off"}
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,12 @@ def compare_task(a: Run, b: Run, task: str, metrics: list[str] | None = None) ->
 
 def judge_changes(a: dict, b: dict) -> dict[str, list]:
     """The decoding settings two judge records (``metadata.judge``) disagree on: name -> [A, B]."""
-    return {name: [a.get(name), b.get(name)] for name in DECODING if a.get(name) != b.get(name)}
+    return {name: [a.get(name), b.get(name)] for name in DECODING if _now(a, name) != _now(b, name)}
+
+
+def _now(record: dict, name: str) -> Any:
+    value = record.get(name)
+    return None if name in RETIRED_AS_NOW and value == RETIRED_AS_NOW[name] else value
 
 
 def _pairs(metric: str, both: list[tuple[Any, dict, dict]]) -> tuple[list[tuple[float, float, Any]] | None, int]:
@@ -274,8 +281,6 @@ def recorded_judge(result: TaskResult) -> dict[str, Any]:
             metadata["judge_panel_min"] = panel["min"]
     if isinstance(record.get("cascade"), dict):
         metadata["judge_cascade"] = True
-    if record.get("dedupe"):
-        metadata["judge_dedupe"] = record["dedupe"]
     return metadata
 
 

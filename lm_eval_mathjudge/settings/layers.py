@@ -36,6 +36,9 @@ from .models import DEFAULT_BACKEND, DEFAULTS, model_defaults
 from .schema import (BACKENDS, ENV_PREFIX, FIELDS, META_PREFIX, OTHER_ENV, RUN_OPTIONS, SCOPES, TYPES, JudgeSettings,
                      RunOptions)
 
+# Settings an earlier release had, and what stands in their place: named as retired, not just unknown.
+RETIRED = {"dedupe": "equivalent final answers no longer share one verdict; every sample is judged on its own, "
+                     "and identical requests are still sent once"}
 NEAR_MISS = 0.85  # how alike (difflib's ratio) an unknown metadata key must be to one of ours to be taken for a typo
 # Names that are settings, never secrets (max_tokens contains "token"), as each layer spells them.
 _SETTING_NAMES = frozenset(FIELDS) | {META_PREFIX + n for n in FIELDS} | {
@@ -105,16 +108,10 @@ def resolve_run_options(judge: str, yaml_settings: Mapping[str, Any] | None, met
         values["media_dirs"] = _media_dirs(merged["media_dirs"])
     if merged.get("pass_at") not in (None, "", [], ()):
         values["pass_at"] = _pass_at(merged["pass_at"])
-    if merged.get("dedupe") not in (None, ""):
-        values["dedupe"] = str(merged["dedupe"]).strip().lower()
     options = RunOptions(**values)
     if options.cascade and judge != "exact_match":
         raise ConfigError(f"judge_cascade works with the exact-match judge only (the {judge} judge has no rule "
                           "stage); remove it for this task")
-    if options.dedupe != "off" and judge != "exact_match":
-        raise ConfigError(f"judge_dedupe={options.dedupe} shares one verdict among equivalent final answers, but "
-                          f"one call of the {judge} judge also scores each sample's steps, which equivalent answers "
-                          "do not share; remove judge_dedupe (or set it to off) for this task")
     return options
 
 
@@ -185,6 +182,10 @@ def _from_env(environ: Mapping[str, str], judge: str) -> dict[str, Any]:
     every = [p for j in SCOPES for p in _env_prefixes(j)]
     known = {p + name.upper() for p in every for name in (*FIELDS, *RUN_OPTIONS)} | set(OTHER_ENV)
     unknown = sorted(v for v in environ if v.startswith(ENV_PREFIX) and v not in known)
+    retired = [v for v in unknown if _env_setting(v) in RETIRED]
+    if retired:
+        raise ConfigError(f"unknown environment variable {retired[0]}: judge_{_env_setting(retired[0])} was retired "
+                          f"({RETIRED[_env_setting(retired[0])]}); unset it")
     if unknown:
         hint = "".join(did_you_mean(v, sorted(known)) for v in unknown[:1])
         raise ConfigError(f"unknown environment variable {', '.join(unknown)}{hint}: judge settings are MATHJUDGE_<NAME> "
@@ -192,6 +193,12 @@ def _from_env(environ: Mapping[str, str], judge: str) -> dict[str, Any]:
                           f"(other variables: {', '.join(OTHER_ENV)}); fix the spelling or unset it")
     return {name: environ[p + name.upper()] for p in _env_prefixes(judge) for name in FIELDS
             if environ.get(p + name.upper(), "") != ""}
+
+
+def _env_setting(variable: str) -> str:
+    """The setting a ``MATHJUDGE_[GPT4EM_|VLM_]NAME`` variable names: ``name``."""
+    prefixes = sorted({p for j in SCOPES for p in _env_prefixes(j)}, key=len, reverse=True)
+    return next(variable[len(p):] for p in prefixes if variable.startswith(p)).lower()
 
 
 def _from_metadata(metadata: Mapping[str, Any], judge: str) -> dict[str, Any]:
@@ -237,6 +244,9 @@ def _check_names(values: dict[str, Any], where: str, prefix: str = "") -> dict[s
             continue
         if looks_like_credential(name):
             raise ConfigError(refused_name(where, prefix + name))
+        if name in RETIRED:
+            raise ConfigError(f"{where} sets unknown judge setting {prefix}{name}: judge_{name} was retired "
+                              f"({RETIRED[name]}); remove it")
         raise ConfigError(f"{where} sets unknown judge setting {prefix}{name}"
                           f"{did_you_mean(name, [*FIELDS, *RUN_OPTIONS], prefix)}; known: "
                           + ", ".join(prefix + f for f in FIELDS))

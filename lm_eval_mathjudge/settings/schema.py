@@ -30,12 +30,8 @@ SCOPES = {"exact_match": "gpt4em", "vlm": "vlm"}  # judge -> prefix of its own s
 OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD", "MATHJUDGE_DEBUG")  # read elsewhere, not settings
 META_PREFIX = "judge_"
 # Judge-run options that are not per-judge settings (panel.py, cascade.py, media.py, audit); same layers and names.
-RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade", "media_dirs", "audit", "audit_limit", "stream", "pass_at",
-               "dedupe")
+RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade", "media_dirs", "audit", "audit_limit", "stream", "pass_at")
 PANEL_RULES = ("majority", "unanimous")
-# judge_dedupe: "answer" = the samples of one problem whose final answers the local rule finds equivalent share one
-# LLM verdict (harness/task.py); "off" = every sample is judged on its own (identical texts are still judged once).
-DEDUPE = ("off", "answer")
 MAX_PANEL = 9
 AUDIT_LIMIT = 10  # adversarial answers per attack family and task in a judge audit (lm_eval_mathjudge.audit)
 MAX_AUDIT_LIMIT = 10_000
@@ -134,7 +130,6 @@ class RunOptions:
     audit_limit: int = AUDIT_LIMIT
     stream: bool = True  # judge each sample as its generation arrives, where that changes nothing (harness/run.py)
     pass_at: tuple[int, ...] = ()  # with repeats k > 1: the k' of pass@k' (each 1..k); () = 1 and k
-    dedupe: str = "off"  # DEDUPE: "answer" shares one verdict among a problem's equivalent final answers
 
     def __post_init__(self):
         for problem in _option_problems(self):
@@ -159,8 +154,6 @@ def _option_problems(o: RunOptions):
         yield f"judge_audit_limit={o.audit_limit} must be between 1 and {MAX_AUDIT_LIMIT} (answers per attack family)"
     if any(not 1 <= k <= MAX_REPEATS for k in o.pass_at):
         yield f"judge_pass_at={list(o.pass_at)} must list whole numbers between 1 and {MAX_REPEATS}"
-    if o.dedupe not in DEDUPE:
-        yield f"judge_dedupe={shown(o.dedupe)} must be one of {', '.join(DEDUPE)}"
     if not o.panel and (o.panel_min is not None or o.panel_rule != "majority"):
         yield "judge_panel_rule/judge_panel_min are set but judge_panel is not; add the panel members or remove them"
 

@@ -161,7 +161,7 @@ def _equal(a: str, b: str, shape: Shape, compare: Compare) -> bool | None:
 def answer_classes(answers: list[str | None], gold: str, compare: Compare) -> list[int | None]:
     """For each final answer, the index of its class of answers proved equal (first appearance first:
     ``1/2``, ``0.5`` and ``\\frac12`` are one class); None for a response without one final answer. The
-    majority vote of k samples counts these classes, and ``judge_dedupe=answer`` shares a verdict in one."""
+    majority vote of k samples counts these classes."""
     shape = Shape.of(gold_answer(gold) or gold)
     classes: list[str] = []
     out: list[int | None] = []
