@@ -87,8 +87,9 @@ def test_no_vendor_is_named_outside_its_record_and_its_transport():
 KNOWN_NAMINGS = [
     'settings/models.py: "openai"',  # the default backend of the exact-match judge (Orca-Math's GPT-4-Turbo)
     'settings/models.py: "gemini"',  # the default backend of the VLM judge (the protocol's Gemini 2.5 Pro)
-    'settings/schema.py: "openai"',  # JudgeSettings' default backend, the same default
-    'settings/layers.py: "openai"', 'settings/layers.py: "openai"',  # examples of panel members in two messages
+    'settings/schema.py: "gemini"',  # the example value in the backend setting's row
+    'settings/schema.py: "openai"', 'settings/schema.py: "gemini"',  # the example panel in the members row
+    'settings/kinds.py: "openai"', 'settings/kinds.py: "openai"',  # examples of panel members in two messages
     'backends/endpoints.py: "openai"', 'backends/endpoints.py: "azure"',  # the three endpoint rules of their own
     'backends/endpoints.py: "azure"', 'backends/endpoints.py: "gemini"', 'backends/endpoints.py: "gemini"',
     'backends/wire/sdks.py: "openai"',  # the openai SDK's bounded client, named in its message

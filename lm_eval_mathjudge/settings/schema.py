@@ -62,7 +62,8 @@ _POSITIVE = "{label}={value} must be positive (0 = unlimited)"
 # ---------------------------------------------------------------------- the table
 # name, kind (type and what is allowed), default, what it does, an example value (as --metadata JSON takes it).
 SETTINGS: tuple[Setting, ...] = (
-    Setting("backend", Choice(BACKENDS, says="{label} {value} is unknown; use one of {choices}"), "openai",
+    Setting("backend", Choice(BACKENDS, says="{label} {value} is unknown; use one of {choices}"),
+            DEFAULT_BACKEND["exact_match"],
             "the judge's service ([judge backends](backends.md)); `local` judges GPT4-EM tasks only", "gemini",
             default_text=f"`{DEFAULT_BACKEND['exact_match']}` for GPT4-EM tasks, `{DEFAULT_BACKEND['vlm']}` for VLM "
                          "tasks"),
