@@ -43,7 +43,7 @@ class Run:
 
 
 # Variables that could point a run away from loopback or change its settings.
-_INHERITED_PREFIXES = ("MATHJUDGE_", "OPENAI_", "AZURE_OPENAI_", "GOOGLE_", "GEMINI_")
+_INHERITED_PREFIXES = ("MATHJUDGE_", "OPENAI_", "AZURE_OPENAI_", "GOOGLE_", "GEMINI_", "ANTHROPIC_")
 
 
 def run_env(env: dict[str, str]) -> dict[str, str]:
