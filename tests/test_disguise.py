@@ -13,7 +13,7 @@ import pytest
 
 from lm_eval_mathjudge.core import flags, fold, prompts
 from lm_eval_mathjudge.core.judges import EXACT_MATCH, VLM
-from tests.conftest import DATASETS, SHARED_DATA, data_rows, read_jsonl
+from tests.conftest import real_solutions
 from tests.disguise import HONEST, STRUCTURE, STYLES
 
 WORK = "She sells 16 - 3 - 4 = 9 eggs, so she makes 9 * 3 = $27.\nThe answer is $\\boxed{27}$.\n"
@@ -59,19 +59,8 @@ def test_honest_text_in_any_language_is_neither_marked_nor_flagged(text):
     assert flags.detect(text) == []
 
 
-def _real_solutions():
-    from lm_eval_mathjudge.core import data_sets
-
-    for name in DATASETS:
-        entry = data_sets.get(name)
-        for row in data_rows(SHARED_DATA, name):
-            yield f"{name}:{row.get('id', '')}", str(row[entry.solution or entry.answer])
-    for row in read_jsonl(SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"):
-        yield f"gpt3:{row['doc_id']}", row["response"]
-
-
 def test_no_real_solution_is_marked(shared_data):
-    solutions = dict(_real_solutions())
+    solutions = dict(real_solutions())
     assert len(solutions) >= 100
     assert [name for name, text in solutions.items() if prompts.neutralise(text) != text] == []
 
