@@ -170,7 +170,7 @@ def _patterns() -> tuple[tuple[str, re.Pattern], ...]:
     names = "|".join(words(h.split(), r"[ \t]*") for h in headings)
     # A whole heading line (any line break an LLM may read as one ends it), as the templates write them.
     # No two neighbouring quantifiers can take the same character: linear on a line of 100k spaces.
-    heading = rf"#{{1,6}}[ \t]*(?:{names})[ \t*]*(?::[ \t]*)?(?=[{_BREAKS}]|$)"
+    heading = rf"#{{1,6}}[ \t]*(?:{names})[ \t*#]*(?::[ \t]*)?(?=[{_BREAKS}]|$)"
     labels = [_label(label) for t in templates for label in t.reply_labels]
     fence_words = sorted({m for f in (_BEGIN, _END) for m in re.findall(r"[A-Z]+", f)})  # BEGIN, END, ANSWER
     marks = "|".join(word(w, case=True) for w in fence_words if w != "ANSWER")
