@@ -70,10 +70,10 @@ def test_nothing_in_a_text_models_answer_is_attached(answer):
 
 
 def test_flags_say_media_in_text_for_a_text_model_and_media_outside_for_a_media_model(tmp_path):
-    text_task = Renderer(VLM, "gsm8k_vlmjudge")
+    text_task = Renderer(VLM, "media_in_text_probe")  # a task no generator ran for in this process
     assert all("media_in_text" in text_task.flags(a) and "media_outside" not in text_task.flags(a) for a in MEDIA)
     assert [text_task.flags(a) for a, carries in ANSWERS if not carries] == [[]] * (len(ANSWERS) - len(MEDIA))
-    media_task = Renderer(VLM, "gsm8k_vlmjudge", media_dirs=[str(tmp_path)])
+    media_task = Renderer(VLM, "media_in_text_probe", media_dirs=[str(tmp_path)])
     assert media_task.flags("/tmp/solution.png") == ["media_outside"]
     assert media_task.flags(f"data:image/png;base64,{B64}") == []  # a media model's data URL is attached
 
