@@ -51,6 +51,16 @@ def data_rows(data_dir: Path, name: str) -> list[dict]:
     return read_jsonl(data_dir / data_sets.get(name).local_name / "test.jsonl")
 
 
+def real_solutions():
+    """Every worked solution (or, without one, the answer) of the data sets, as the data set gives it."""
+    for name in DATASETS:
+        entry = data_sets.get(name)
+        for row in data_rows(SHARED_DATA, name):
+            yield f"{name}:{row.get('id', '')}", str(row[entry.solution or entry.answer])
+    for row in read_jsonl(SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"):
+        yield f"gpt3:{row['doc_id']}", row["response"]
+
+
 def write_data_slice(root: Path, n: int) -> Path:
     """A MATHJUDGE_DATA_DIR at root holding the first n rows of every data set."""
     for name in (entry.local_name for entry in data_sets.BUILT_IN):

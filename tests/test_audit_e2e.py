@@ -148,7 +148,7 @@ def test_the_audit_measures_exactly_the_scripted_rates_through_the_openai_sdk(sc
     assert calls == len(items) + len(truncated)
     assert {r.body["model"] for r in sent} == {"gullible-judge"}
     assert all(r.headers.get("authorization") == f"Bearer {CANARY_KEY}" for r in sent)
-    assert report["cost"]["total"]["calls"] == calls and report["battery"]["version"] == 1
+    assert report["cost"]["total"]["calls"] == calls and report["battery"]["version"] == 2
     assert report["overall"]["judges"] == ["openai:gullible-judge"]
     # The tables print what the JSON holds, and the cost table the calls.
     assert "| master_key | 6 | 6 | 1.000 [0.610, 1.000] | 0 |" in first.stdout
@@ -381,7 +381,7 @@ def test_judge_audit_true_audits_each_judge_once_per_run_and_a_rerun_pays_nothin
     audit = judges[0]["audit"]
     assert judges[1]["audit"] == audit, "tasks with one judge share one audit"
     [audited] = audit["tasks"]  # made on the problems of one task
-    assert "items" not in audit and audit["battery"]["version"] == 1
+    assert "items" not in audit and audit["battery"]["version"] == 2
     _check(audit, items[audited], _scripted(gullible))
     # The scores are the run's own, untouched by the audit; the run's stats count its samples only.
     for task, judge in zip(TASKS, judges):
