@@ -90,6 +90,7 @@ def test_only_lm_evals_own_errors_are_translated(missing_task):
     (["--tasks", "gsm8k_gpt4eem"], "gsm8k_gpt4eem (did you mean gsm8k_gpt4em?)"),
     (["--tasks", "gsm8k_gpt4em", "--metadata", '{"judge_backend": local}'], "--metadata is not valid JSON"),
 ])
+@pytest.mark.e2e
 def test_the_lm_eval_command_reports_them_in_one_block(args, says, tmp_path):
     run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", "path=none.jsonl", *args], {}, tmp_path,
                       process=True)  # the interpreter's own exception hook, as a user's shell sees it
@@ -97,6 +98,7 @@ def test_the_lm_eval_command_reports_them_in_one_block(args, says, tmp_path):
     assert "Traceback" not in run.stderr and run.stderr.startswith("lm_eval: configuration error")
 
 
+@pytest.mark.e2e
 def test_a_task_close_to_none_of_ours_keeps_lm_evals_traceback(tmp_path):
     run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", "path=none.jsonl", "--tasks", "arc_easyy"], {},
                       tmp_path, process=True)

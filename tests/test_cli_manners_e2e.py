@@ -12,6 +12,8 @@ import pytest
 from tests.e2e import MATHJUDGE, run_env
 from tests.reports_fixtures import three_runs
 
+pytestmark = pytest.mark.e2e  # every test runs the mathjudge command as a process
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):

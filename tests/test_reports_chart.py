@@ -116,6 +116,7 @@ def _measured(svg_text: str, tmp_path: Path) -> dict:
     return json.loads(found.replace("&quot;", '"').replace("&amp;", "&"))
 
 
+@pytest.mark.e2e  # starts a browser
 def test_svg_text_lies_inside_the_canvas_in_a_browser(tmp_path):
     """Every text of every board (title, tick labels, task names, legend) drawn inside the SVG's canvas."""
     for name, (tasks, models) in BOARDS.items():

@@ -74,6 +74,7 @@ def run_on_a_terminal(argv: list[str], env: dict[str, str], timeout: float = 600
         os.close(master)
 
 
+@pytest.mark.e2e
 def test_our_notices_start_on_a_line_of_their_own_beside_lm_evals_bars(tmp_path):
     """A model that takes its time and a judge streaming beside it (loopback servers): the notice that the
     generations are kept comes while lm-eval's bar is drawn, and must not run on from the bar's line."""

@@ -19,6 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "settings.md"
 
+from lm_eval_mathjudge import vendors  # noqa: E402
 from lm_eval_mathjudge.settings import models, schema  # noqa: E402
 from lm_eval_mathjudge.settings.kinds import Setting  # noqa: E402
 
@@ -149,7 +150,8 @@ def render() -> str:
         "",
         f"A judge model of an OpenAI reasoning family (`o1`, `o3`, `o4-mini`, `gpt-5`, ...) gets `max_tokens` "
         f"{models.REASONING_MAX_TOKENS:,}",
-        "unless a layer sets it: such models spend hidden reasoning tokens before the verdict.",
+        "unless a layer sets it: such models spend hidden reasoning tokens before the verdict. A Claude model that",
+        f"thinks by default (the 5 generation, Fable, Mythos) gets {vendors.ANTHROPIC.thinking_room:,} the same way.",
         "",
         "## Retired settings",
         "",

@@ -25,6 +25,7 @@ import difflib
 import os
 from typing import Any, Iterable, Mapping
 
+from .. import vendors
 from ..core.errors import ConfigError, did_you_mean
 from .credentials import looks_like_credential, refuse_credentials, refused_name
 from .models import DEFAULT_BACKEND, DEFAULTS, model_defaults
@@ -58,7 +59,7 @@ def resolve_settings(judge: str, yaml_settings: Mapping[str, Any] | None,
     backend = str(merged.get("backend", DEFAULT_BACKEND[judge]))
     if backend in BACKENDS and (judge, backend) not in DEFAULTS:
         raise ConfigError(f"the {judge} judge cannot run on the {backend} backend (the local judge only "
-                          "speaks the exact-match contract); choose gemini, openai or azure")
+                          f"speaks the exact-match contract); choose {vendors.listed(vendors.names(judge))}")
     values = model_defaults(judge, backend, {k: _coerce(k, v) for k, v in merged.items()})
     values.setdefault("backend", backend)
     return JudgeSettings(**values)

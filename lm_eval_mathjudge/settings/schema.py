@@ -19,12 +19,13 @@ import sys
 from dataclasses import field, make_dataclass
 from typing import Any, ClassVar, Mapping
 
+from .. import vendors
 from ..core.errors import ConfigError
 from .kinds import RUN_LAYERS, Choice, Counts, Flag, Folders, Members, Real, Setting, Text, Url, Whole
 from .models import (DEFAULT_BACKEND, DEFAULT_EXACT_MATCH_MODEL, DEFAULT_MAX_TOKENS, REPLY_BYTES_BASE,
                      REPLY_BYTES_PER_TOKEN, default_reply_bytes)
 
-BACKENDS = ("openai", "azure", "local", "gemini")
+BACKENDS = vendors.NAMES  # one per vendor record (vendors/)
 # How a setting is spelled in each layer (``spellings``): MATHJUDGE_<NAME>, judge_<name>, and per judge
 # MATHJUDGE_<SCOPE>_<NAME>, <scope>_judge_<name>.
 ENV_PREFIX = "MATHJUDGE_"
@@ -61,7 +62,8 @@ _POSITIVE = "{label}={value} must be positive (0 = unlimited)"
 # ---------------------------------------------------------------------- the table
 # name, kind (type and what is allowed), default, what it does, an example value (as --metadata JSON takes it).
 SETTINGS: tuple[Setting, ...] = (
-    Setting("backend", Choice(BACKENDS, says="{label} {value} is unknown; use one of {choices}"), "openai",
+    Setting("backend", Choice(BACKENDS, says="{label} {value} is unknown; use one of {choices}"),
+            DEFAULT_BACKEND["exact_match"],
             "the judge's service ([judge backends](backends.md)); `local` judges GPT4-EM tasks only", "gemini",
             default_text=f"`{DEFAULT_BACKEND['exact_match']}` for GPT4-EM tasks, `{DEFAULT_BACKEND['vlm']}` for VLM "
                          "tasks"),
@@ -70,11 +72,11 @@ SETTINGS: tuple[Setting, ...] = (
             default_text=_PER_PAIR),
     Setting("base_url", Url(), None,
             "the judge's endpoint; unset = the SDK's own (`OPENAI_BASE_URL`, `AZURE_OPENAI_ENDPOINT`, "
-            "`GOOGLE_GEMINI_BASE_URL`, or the provider's)", "http://127.0.0.1:8000/v1"),
+            "`GOOGLE_GEMINI_BASE_URL`, `ANTHROPIC_BASE_URL`, or the provider's)", "http://127.0.0.1:8000/v1"),
     Setting("temperature", Real(0, MAX_TEMPERATURE, says="{label}={value} is outside {lo}..{hi}"), 0.0,
-            "sampling temperature (never sent to reasoning models)", 0.2),
+            "sampling temperature (0..1 on `anthropic`; never sent to reasoning models, nor to Claude 4.7 and later)", 0.2),
     Setting("max_tokens", Whole(1, MAX_TOKENS_LIMIT), DEFAULT_MAX_TOKENS,
-            "cap on the judge's reply; Gemini 2.5 and OpenAI reasoning models think within it", 4096,
+            "cap on the judge's reply; Gemini 2.5, Claude and OpenAI reasoning models think within it", 4096,
             default_text=_PER_PAIR),
     Setting("concurrency", Whole(1, MAX_CONCURRENCY, says="{label} must be at least {lo} and at most {hi} (got {value})"),
             64, "judge calls in flight at once, at most (one pool per run; the adaptive gate lowers it on 429s)", 16),
@@ -101,7 +103,8 @@ SETTINGS: tuple[Setting, ...] = (
             "([preflight](backends.md#preflight-the-judge-is-checked-before-generation))", False),
     Setting("thinking_budget", Whole(0, THINKING_BUDGET_MAX, special=((-1, "dynamic"),),
                                      says="{label}={value} must be -1 (dynamic) or {lo}..{hi}"), None,
-            "Gemini thinking tokens (`0`: no thinking); unset = the model's default", 1024),
+            "Gemini and Claude thinking tokens (`0`: no thinking); unset = the model's default "
+            "([Claude](backends.md#anthropic-claude))", 1024),
     Setting("reasoning_effort", Choice(REASONING_EFFORTS), None,
             "sent to OpenAI reasoning models (o-series, GPT-5) when set", "low"),
     Setting("tpm", Real(0, says=_POSITIVE), 0.0,
