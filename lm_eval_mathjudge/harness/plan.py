@@ -67,7 +67,7 @@ class JudgePlan:
                             label=self.record["pipeline"], open_judge=self.open_judge,
                             render=render or Renderer(self.judge, name, self.options.media_dirs))
 
-    def with_repeats(self, repeats: int) -> tuple["JudgePlan", dict] | None:
+    def with_repeats(self, repeats: int) -> tuple[JudgePlan, dict] | None:
         """lm-eval 0.5's ``--repeats`` after the task was built: the plan and the config for that k, or None
         when nothing changes."""
         if repeats == (self.k.k if self.k is not None else 1):

@@ -70,7 +70,7 @@ class Job:
 
     @classmethod
     def build(cls, name: str, client: Any, slots: int, render: Callable[[int], JudgeRequest | Outcome],
-              members: Sequence[Any] | None = None) -> "Job":
+              members: Sequence[Any] | None = None) -> Job:
         """Render each slot once to key it; keep the key, drop the request."""
         job = cls(name=name, client=client, keys=[], skipped={}, render=render,
                   members=tuple(members) if members is not None else (client,))
