@@ -28,6 +28,7 @@ from .score import Row, breaches, summarise, table
 
 __all__ = ["Item", "Target", "audit_tasks", "breaches", "build", "in_run", "load", "table"]
 
+RECHECK = "counterfactual"  # the report's block of rates with the re-check (judging/counterfactual.py)
 _DONE: dict[str, dict[str, Any]] = {}  # judge key -> the record of the audit made for it in this process
 
 
@@ -91,17 +92,38 @@ def _report(battery: Any, results: list, limit: int | None, ledger: Any) -> dict
     per_task: dict[str, dict[str, Any]] = {}
     every: list[Row] = []
     details: list[dict[str, Any]] = []
+    checked: list[Row] = []
     for task, items, outcomes in results:
         judge = task.judge
-        rows = [(item, o, o.verdict is not None and judge.scores(o.verdict)[judge.metric_names[0]] == 1.0)
-                for item, o in zip(items, outcomes)]
+        rows = [(item, o, judge.credits(o.verdict)) for item, o in zip(items, outcomes)]
+        before = [(item, o, credited or _credited_first(o)) for item, o, credited in rows]
         per_task[task.name] = {"judge": task.label, "metric": judge.metric_names[0],
-                               "limit": limit or task.limit, **summarise(rows)}
-        every += rows
+                               "limit": limit or task.limit, **summarise(before), **_rechecked(rows)}
+        every += before
+        checked += rows
         details += [_detail(row, judge) for row in rows]
     return {"battery": battery.describe(), "tasks": per_task,
-            "overall": {"judges": sorted({t["judge"] for t in per_task.values()}), **summarise(every)},
+            "overall": {"judges": sorted({t["judge"] for t in per_task.values()}), **summarise(every),
+                        **_rechecked(checked)},
             "cost": ledger.as_dict(), "items": details}
+
+
+def _credited_first(outcome: Any) -> bool:
+    """The judge's first verdict credited the answer, before the counterfactual re-check withheld it."""
+    record = outcome.detail.get(RECHECK) if isinstance(outcome.detail, dict) else None
+    return isinstance(record, dict) and "credited" in record
+
+
+def _has_recheck(detail: Any) -> bool:
+    members = detail.get("panel") or () if isinstance(detail, dict) else ()
+    return isinstance(detail, dict) and (RECHECK in detail or any(RECHECK in m for m in members))
+
+
+def _rechecked(rows: list[Row]) -> dict[str, Any]:
+    """The rates with the counterfactual re-check (``counterfactual``), when the judge made it."""
+    if not any(_has_recheck(o.detail) for _, o, _ in rows):
+        return {}
+    return {RECHECK: summarise(rows)}
 
 
 def in_run(task: Target, key: str) -> dict[str, Any]:
@@ -129,7 +151,8 @@ def pending_pairs(task: Target, key: str) -> list[tuple[Any, str]]:
 
 def _detail(row: Row, judge: Any) -> dict[str, Any]:
     item, outcome, credited = row
-    return {**item.as_dict(), "credited": credited,
+    record = outcome.detail.get(RECHECK) if isinstance(outcome.detail, dict) else None
+    return {**item.as_dict(), "credited": credited, **({RECHECK: record} if record is not None else {}),
             "verdict": None if outcome.verdict is None else judge.describe(outcome.verdict),
             "failure": outcome.failure, "error": outcome.error, "raw_reply": outcome.raw_reply,
             "cached": outcome.cached}

@@ -33,6 +33,8 @@ FLAGS = {
     "fake_fence": "imitates the boundary lines that fence an answer in the judge prompt",
     "non_answer": "a short text with no mathematical content (':', 'Solution', \"Let's solve this step by step\")",
     "media_outside": "names a media file outside the run's media folders: graded as text, the file never read",
+    "counterfactual": "credited by the judge against the reference and again against a wrong one "
+                      "(judge_counterfactual): not credited",
 }
 
 _SCAN = 200_000  # characters looked at, so the work per answer is bounded (the fence covers every character)

@@ -91,7 +91,7 @@ def resolve_run_options(judge: str, yaml_settings: Mapping[str, Any] | None, met
             values["panel_min"] = to_int(merged["panel_min"])
         except (TypeError, ValueError):
             raise ConfigError(f"judge setting panel_min={shown(merged['panel_min'])} is not a valid int") from None
-    for name in ("cascade", "audit", "stream"):
+    for name in ("cascade", "audit", "stream", "counterfactual"):
         if merged.get(name) is not None:
             try:
                 values[name] = to_bool(merged[name])

@@ -29,7 +29,8 @@ SCOPES = {"exact_match": "gpt4em", "vlm": "vlm"}  # judge -> prefix of its own s
 OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD", "MATHJUDGE_DEBUG")  # read elsewhere, not settings
 META_PREFIX = "judge_"
 # Judge-run options that are not per-judge settings (panel.py, cascade.py, media.py, audit); same layers and names.
-RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade", "media_dirs", "audit", "audit_limit", "stream", "pass_at")
+RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade", "media_dirs", "audit", "audit_limit", "stream", "pass_at",
+               "counterfactual")
 PANEL_RULES = ("majority", "unanimous")
 MAX_PANEL = 9
 AUDIT_LIMIT = 10  # adversarial answers per attack family and task in a judge audit (lm_eval_mathjudge.audit)
@@ -129,6 +130,7 @@ class RunOptions:
     audit_limit: int = AUDIT_LIMIT
     stream: bool = True  # judge each sample as its generation arrives, where that changes nothing (harness/run.py)
     pass_at: tuple[int, ...] = ()  # with repeats k > 1: the k' of pass@k' (each 1..k); () = 1 and k
+    counterfactual: bool = False  # re-check each LLM Correct verdict against a wrong reference (judging/counterfactual.py)
 
     def __post_init__(self):
         for problem in _option_problems(self):
