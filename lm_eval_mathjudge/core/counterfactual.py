@@ -12,14 +12,16 @@ therefore (1) state a final answer whose VALUE differs from the gold's, never ju
   offset of 1..9 taken from a hash of the gold (the same gold always gets the same wrong answer,
   so a rerun is answered from the judge cache). Integers, decimals, fractions, radicals, tuples,
   intervals, expressions with units or degrees all have one;
-* a multiple-choice letter (``C``, ``(C)``, ``\\text{(C)}``): the next letter; yes/no: the other.
+* a multiple-choice letter (``C``, ``(C)``, ``\\text{(C)}``): the next letter; yes/no: the other;
+* without a number: the last binary sign flipped (``p - q``: ``p + q``), a lone constant doubled.
 
-It refuses (a counted refusal, never a guess) where such a change might keep the value: no literal
-to change (``\\infty``, ``\\pi``, words), a periodic or logarithmic function whose argument could
+It refuses (a counted refusal, never a guess) where such a change might keep the value: nothing to
+change (``\\infty``, words, sets of symbols), a periodic or logarithmic function whose argument could
 absorb it, an exponent of 0 or 1. ``wrong_reference`` then writes the wrong answer wherever the
 reference states the gold (every occurrence of a gold longer than two characters; for a short gold
 only its final-answer places: boxes, lines naming the answer, the last lines) and in the last
-``\\boxed{}``; a reference that states the gold nowhere it can find is refused too.
+``\\boxed{}``; a reference that states the gold nowhere (a solution that never says its final answer)
+ends with a line stating the wrong one (``Final answer: ...``, as GSM8K's references end).
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ _LITERAL = re.compile(r"(?<![\d.])(?:\d+(?:\.\d+)?|\.\d+)")
 _EXPONENT_OR_INDEX = re.compile(r"[\^_]\s*\{?\s*-?\s*$")
 # Functions whose value a changed literal in their argument may keep (periodic, or exponent/log identities).
 _RISKY = re.compile(r"\\(?:a?(?:sin|cos|tan|cot|sec|csc)h?|arc(?:sin|cos|tan)|log|ln|lg|exp|bmod|pmod|mod|"
-                    r"lfloor|lceil|floor|ceil|operatorname)\b|\b(?:mod|gcd|lcm)\b|\{\s*[01]\s*\}\s*\^|(?<![\d.])[01]\s*\^")
+                    r"lfloor|lceil|floor|ceil|operatorname)(?![A-Za-z])|\b(?:mod|gcd|lcm)\b|\{\s*[01]\s*\}\s*\^|(?<![\d.])[01]\s*\^")
 _CHOICE = re.compile(r"^\s*(?:\\(?:text|textbf|mathrm|mathbf)\s*)?\{?\s*\(?\s*([A-E])\s*\)?\s*\}?\s*\.?\s*$")
 _YES_NO = re.compile(r"^(\s*(?:\\(?:text|textbf|mathrm)\s*\{)?\s*)(yes|no)(\s*\}?\s*\.?\s*)$", re.I)
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _ANSWER_LINE = re.compile(r"answer", re.I)
+_BINARY_SIGN = re.compile(r"(?<=[A-Za-z})\]])\s*([+-])\s*(?=[A-Za-z\\({])")
+_CONSTANT = re.compile(r"\\(?:pi|phi|tau)|e|[a-z]")  # \infty is not a number a coefficient changes
 SHORT = 2  # a gold this short (a digit or two) is replaced only where the reference states its final answer
 
 
@@ -69,8 +73,20 @@ def wrong_answer(gold: str) -> tuple[str | None, str | None]:
         return None, "the gold has a function whose value a changed number may keep (trigonometric, log, mod, floor)"
     literal = _changeable(text)
     if literal is None:
-        return None, "the gold has no number to change (a symbol or words)"
+        return _symbolic(text)
     return text[:literal.start()] + _changed(literal.group(), _offset(text)) + text[literal.end():], None
+
+
+def _symbolic(text: str) -> tuple[str | None, str | None]:
+    """A gold without a number: its last binary + or - turned into the other (``p - q``: ``p + q``), or a
+    lone constant doubled (``\\pi``: ``2\\pi``); words and infinities are refused."""
+    signs = list(_BINARY_SIGN.finditer(text))
+    if signs:
+        sign = signs[-1]
+        return text[:sign.start(1)] + {"+": "-", "-": "+"}[sign.group(1)] + text[sign.end(1):], None
+    if _CONSTANT.fullmatch(text):
+        return "2" + text, None
+    return None, "the gold has no number or sign to change (words, a set or an infinity)"
 
 
 def _changed(literal: str, offset: int) -> str:
@@ -122,11 +138,14 @@ def wrong_doc(doc: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, WrongRe
 
 
 def _unwrapped(gold: str) -> str:
-    """The gold without the display-math wrapping some data sets keep (``\\[ ... \\]``, ``$...$``, ``\\( ... \\)``)."""
+    """The gold without the wrapping some data sets keep (``\\[ ... \\]``, ``$...$``, ``\\( ... \\)``, a box)."""
     text = gold.strip()
+    box = _last_box(text)
+    if box is not None:  # a gold that boxes its answer (in a sentence, in display math): the box states it
+        return text[box[0]:box[1]].strip()
     for begin, end in (("\\[", "\\]"), ("$$", "$$"), ("\\(", "\\)"), ("$", "$")):
         if len(text) > len(begin) + len(end) and text.startswith(begin) and text.endswith(end):
-            return text[len(begin):-len(end)].strip()
+            text = text[len(begin):-len(end)].strip()
     return text
 
 
@@ -174,16 +193,21 @@ def _replace_in_final_places(reference: str, pattern: re.Pattern, wrong: str) ->
 
 def _rebox(reference: str, wrong: str) -> tuple[str, bool]:
     """The last ``\\boxed{...}`` made to hold the wrong answer (it states the final answer, in whatever form)."""
-    starts = [m for m in _BOX.finditer(reference)]
+    box = _last_box(reference)
+    if box is None:
+        return reference, False
+    return reference[:box[0]] + wrong + reference[box[1]:], True
+
+
+def _last_box(text: str) -> tuple[int, int] | None:
+    """Where the content of the last ``\\boxed{...}`` (nested braces included) starts and ends, or None."""
+    starts = list(_BOX.finditer(text))
     if not starts:
-        return reference, False
+        return None
     start = starts[-1].end()
-    depth, end = 1, None
-    for i in range(start, len(reference)):
-        depth += {"{": 1, "}": -1}.get(reference[i], 0)
+    depth = 1
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
         if depth == 0:
-            end = i
-            break
-    if end is None:
-        return reference, False
-    return reference[:start] + wrong + reference[end:], True
+            return start, i
+    return None
