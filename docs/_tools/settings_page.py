@@ -88,6 +88,7 @@ RANGES: dict[str, object] = {
     "media_dirs": "a list of existing folders (or one string, folders separated by `:`; `;` on Windows)",
     "audit": BOOL,
     "audit_limit": Num(1, schema.MAX_AUDIT_LIMIT),
+    "counterfactual": BOOL,
     "stream": BOOL,
     "pass_at": f"a list of whole numbers, each 1 .. repeats (at most {schema.MAX_REPEATS}), or one string `1,4,16`",
 }
@@ -139,6 +140,8 @@ MEANINGS = {
     "audit": "after judging, audit the judge once per run and record the summary "
              "([audit](audit.md))",
     "audit_limit": "answers per attack family in that audit",
+    "counterfactual": "ask each LLM judge's Correct verdict once more with a wrong reference; Correct under both: not "
+                      "credited, flagged and counted (judge_counterfactual)",
     "stream": "judge each sample as the model finishes it, while the others still generate; on where it changes "
               "nothing (off for batch mode, the dry run and filters that read all responses; with a budget, "
               "on when the budget covers the worst case) "

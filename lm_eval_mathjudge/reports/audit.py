@@ -53,8 +53,11 @@ def load_tasks(names: list[str], metadata: dict[str, Any]) -> list[Any]:
     manager = TaskManager(include_path=task_paths(), include_defaults=False, metadata=metadata)
     loaded = manager.load(names)["tasks"]
     by_name = {str(key).split("::")[-1]: task for key, task in loaded.items()}
-    # The counterfactual re-check is always made, so the report has each rate with and without it.
-    return [task.plan.audit_target(task.config.task, task.eval_docs, recheck=True) for task in (by_name[n] for n in names)]
+    # The counterfactual re-check is made, so the report has each rate with and without it; a panel's rate
+    # without it is known exactly only when no member was re-checked, so a panel is re-checked only when
+    # its settings ask for it (judge_counterfactual=true).
+    return [task.plan.audit_target(task.config.task, task.eval_docs, recheck=None if task.plan.options.panel else True)
+            for task in (by_name[n] for n in names)]
 
 
 def gated_on_recheck(metadata: dict[str, Any]) -> bool:
