@@ -165,7 +165,8 @@ def test_the_audit_measures_exactly_the_scripted_rates_through_the_openai_sdk(sc
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     again = json.loads(rerun.stdout)
     assert again["tasks"] == report["tasks"] and again["overall"] == report["overall"]
-    assert again["cost"]["total"]["calls"] == 0 and again["cost"]["total"]["cached"] == len(items)
+    assert again["cost"]["total"]["calls"] == 0
+    assert again["cost"]["total"]["cached"] == len(items) + _rechecks(items, _scripted(gullible))
     assert above.returncode == 1, above.stderr[-3000:]
     assert "false-positive rate above 0.5" in above.stderr and "gsm8k_gpt4em master_key 1.000" in above.stderr
     assert CANARY_KEY not in first.stdout + first.stderr + json.dumps(report)
@@ -189,7 +190,8 @@ def test_the_audit_of_a_gemini_vlm_judge_measures_the_scripted_rates(scenario):
     report = json.loads(run.stdout)
     _check(report, items, _scripted(gullible))
     assert report["tasks"]["gsm8k_vlmjudge"]["metric"] == "final_correct"
-    assert len(bodies) == len(items) + sum(i.family == "truncated" for i in items) + _rechecks(items, _scripted(gullible))
+    truncated = sum(i.family == "truncated" for i in items)
+    assert len(bodies) == len(items) + truncated + _rechecks(items, _scripted(gullible))
     # The VLM judge reads the answer as its own text part, after the prompt, as in a run.
     sent = {fenced(b["contents"][0]["parts"][1]["text"]) for b in bodies}  # the fenced answer part
     assert {neutralise(i.response) for i in items} <= sent
