@@ -19,7 +19,7 @@ import pytest
 from lm_eval_mathjudge.core import data_sets
 from tests import counterfactual_judges as cj
 from tests.conftest import read_jsonl, write_data_slice
-from tests.e2e import CANARY_KEY
+from tests.e2e import CANARY_KEY, run_mathjudge
 from tests.loopback import ChatCompletionsServer, GeminiServer
 from tests.reports_fixtures import run_cli
 
@@ -97,7 +97,11 @@ def _honest_openai(tmp_path):
                        {"OPENAI_API_KEY": CANARY_KEY}, tag)
             calls = len([r for r in judge.requests if r.path.endswith("/chat/completions")])
         got[tag] = dict(run=run, calls=calls, seen=seen)
-    return dict(tasks=tasks, **got)
+    out = str(tmp_path / "out-on")  # the reports show the new metric like any other
+    reports = {name: run_mathjudge(args, {}) for name, args in (
+        ("leaderboard", ["leaderboard", out, "--out", str(tmp_path / "board")]),
+        ("diff", ["diff", out, out]), ("agreement", ["agreement", out, out]))}
+    return dict(tasks=tasks, reports=reports, **got)
 
 
 def _credited(record) -> bool:
@@ -151,6 +155,8 @@ def test_an_honest_judge_keeps_every_verdict_for_one_call_per_correct(scenario):
     print(f"honest judge: {n} answers, {correct} Correct ({unchecked} without a wrong reference), calls {got['off']['calls']} without the re-check and "
           f"{got['on']['calls']} with it")
     assert correct > 0 and got["off"]["calls"] == n
+    for name, shown in got["reports"].items():
+        assert shown.returncode == 0 and "judge_counterfactual" in shown.stdout, (name, shown.stderr[-2000:])
     assert unchecked <= 2 and got["on"]["calls"] - got["off"]["calls"] == correct - unchecked  # one per Correct
 
 
