@@ -64,6 +64,23 @@ def wire_faults(timeout_delay: float) -> list:
             + [pytest.param(f, FatalJudgeError, k, s, r, id=i) for f, k, s, r, i in fatal])
 
 
+def side_by_side(n: int, answer):
+    """``answer`` (a loopback responder or a fake backend's script) that first waits until ``n`` calls
+    are in it together: concurrency shown by a count, not a clock. A pool that never holds ``n`` calls
+    at once breaks the barrier (BrokenBarrierError) after a generous wait."""
+    import threading
+
+    from tests.e2e import THREAD_WAIT_S
+
+    barrier = threading.Barrier(n, timeout=THREAD_WAIT_S)
+
+    def together(*args):
+        barrier.wait()
+        return answer(*args)
+
+    return together
+
+
 def run_threads(target, count: int) -> list[BaseException]:
     """Run target(worker) in `count` threads; return what they raised."""
     import threading

@@ -7,17 +7,19 @@ layout if wanted.
 
 from __future__ import annotations
 
-import inspect
+import functools
 import ipaddress
 import json
 import os
+import signal
 import socket
-import subprocess
+import ssl
 import sys
-import types
 from pathlib import Path
 
 import pytest
+
+from tests import marks
 
 # Before anything imports huggingface_hub or datasets (both read these once, at import): lm_eval runs
 # inside this process (tests/inprocess.py) are as offline as the subprocess runs.
@@ -47,6 +49,16 @@ def shared_data() -> Path:
 def data_rows(data_dir: Path, name: str) -> list[dict]:
     """The rows of the data set ``name`` in a MATHJUDGE_DATA_DIR (its entry says which folder)."""
     return read_jsonl(data_dir / data_sets.get(name).local_name / "test.jsonl")
+
+
+def real_solutions():
+    """Every worked solution (or, without one, the answer) of the data sets, as the data set gives it."""
+    for name in DATASETS:
+        entry = data_sets.get(name)
+        for row in data_rows(SHARED_DATA, name):
+            yield f"{name}:{row.get('id', '')}", str(row[entry.solution or entry.answer])
+    for row in read_jsonl(SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"):
+        yield f"gpt3:{row['doc_id']}", row["response"]
 
 
 def write_data_slice(root: Path, n: int) -> Path:
@@ -103,63 +115,60 @@ def scenario(_module_scenarios, request):
     return lambda: _module_scenarios.result(request.node.name)
 
 
-# ----------------------------------------------------------------- the e2e marker, found, not declared
-# A test is end to end when it, a fixture it uses, or any function they call (followed through the
-# names each function's code refers to, across test modules) runs lm_eval or mathjudge, in this process
-# or as a process, or starts any other process. `pytest -m "not e2e"` is the everyday loop.
-_TESTS = str(Path(__file__).resolve().parent)
+@pytest.fixture
+def retry_waits(monkeypatch) -> list[float]:
+    """The waits the one retry layer (calls/retry.py) is asked for, recorded instead of slept: a backoff
+    or a Retry-After is asserted as a number, with no clock."""
+    from lm_eval_mathjudge.calls import retry
+
+    waits: list[float] = []
+    monkeypatch.setitem(retry.call_with_retries.__kwdefaults__, "sleep", waits.append)
+    return waits
 
 
-def _e2e_entries() -> set[int]:
-    from tests import e2e, inprocess
-
-    return {id(f) for f in (e2e.run_lm_eval, e2e.run_mathjudge, e2e.Scenarios, inprocess.run_cli,
-                            subprocess.run, subprocess.Popen, subprocess.check_output, subprocess.check_call)}
-
-
-def _code_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _code_names(const)
-    return names
-
-
-def _reaches(obj: object, entries: set[int], seen: dict[int, bool]) -> bool:
-    if id(obj) in entries:
-        return True
-    func = inspect.unwrap(obj) if callable(obj) else None
-    if not isinstance(func, types.FunctionType) or not func.__code__.co_filename.startswith(_TESTS):
-        return False
-    if id(func) in seen:
-        return seen[id(func)]
-    seen[id(func)] = False  # a recursion does not make itself e2e
-    scope = {**vars(__import__("builtins")), **func.__globals__}
-    found = False
-    names = _code_names(func.__code__)
-    for name in names:
-        target = scope.get(name, sys.modules.get(name))  # a module imported inside the function too
-        if isinstance(target, types.ModuleType):
-            found = target is subprocess or any(_reaches(getattr(target, n), entries, seen)
-                                                for n in names if hasattr(target, n))
-        else:
-            found = _reaches(target, entries, seen)
-        if found:
-            break
-    seen[id(func)] = found
-    return found
+# ----------------------------------------------------------------- the e2e mark, declared and enforced
+# Each test that runs lm_eval or mathjudge or starts a process says so (pytest.mark.e2e; only the local
+# judge's workers: pytest.mark.local_judge); tests/marks.py fails any other test that does.
+# `pytest -m "not e2e"` is the everyday loop.
+def pytest_configure(config):
+    marks.install()
+    # A suite started in the background (`pytest ... &` in a script, nohup) inherits SIGINT ignored; the
+    # stop tests, and the runs they signal (a process keeps an ignored signal ignored), need it as a
+    # terminal gives it.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    _one_tls_context_per_ca_file()
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects
-def pytest_collection_modifyitems(config, items):
-    entries, seen = _e2e_entries(), {}
-    for item in items:
-        funcs = [getattr(item, "function", None)]
-        info = getattr(item, "_fixtureinfo", None)
-        for name in getattr(item, "fixturenames", ()):
-            funcs += [fd.func for fd in (info.name2fixturedefs.get(name, ()) if info else ())]
-        if any(f is not None and _reaches(f, entries, seen) for f in funcs):
-            item.add_marker(pytest.mark.e2e)
+def _one_tls_context_per_ca_file() -> None:
+    """Each SDK client loads the CA file into TLS contexts of its own (google-genai: three a client, about
+    0.1 s of CPU each, most of a Gemini wire test's CPU). The tests speak plain HTTP to loopback only, so
+    contexts made from the same arguments are made once and shared."""
+    make = ssl.create_default_context
+
+    @functools.lru_cache(maxsize=None)
+    def shared(purpose=ssl.Purpose.SERVER_AUTH, *, cafile=None, capath=None, cadata=None):
+        return make(purpose, cafile=cafile, capath=capath, cadata=cadata)
+
+    ssl.create_default_context = shared
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    with marks.armed(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with marks.armed(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    with marks.armed(item):
+        return (yield)
 
 
 _real_connect = socket.socket.connect

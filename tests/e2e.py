@@ -12,8 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from tests.marks import require_e2e
+
 LM_EVAL = str(Path(sys.executable).with_name("lm_eval"))
 CANARY_KEY = "sk-canary-7f3d9c2b4a1e8f6d"
+# Safety nets, never claims about speed: how long a test waits for what it is sure to see (a process
+# ending, a run reaching a state, a thread or a barrier) before it fails saying what never came. The
+# suite runs beside other work on 2 cores: a wait that is only ever cut short by a bug can be long.
+TIMEOUT_S = 900.0  # a process or a CLI run
+THREAD_WAIT_S = 120.0  # a thread, an event or a barrier of the test process
 
 
 @dataclass
@@ -36,7 +43,7 @@ class Run:
 
 
 # Variables that could point a run away from loopback or change its settings.
-_INHERITED_PREFIXES = ("MATHJUDGE_", "OPENAI_", "AZURE_OPENAI_", "GOOGLE_", "GEMINI_")
+_INHERITED_PREFIXES = ("MATHJUDGE_", "OPENAI_", "AZURE_OPENAI_", "GOOGLE_", "GEMINI_", "ANTHROPIC_")
 
 
 def run_env(env: dict[str, str]) -> dict[str, str]:
@@ -55,12 +62,13 @@ def _needs_process(asked: bool, env: dict[str, str]) -> bool:
             or any(k in _PROCESS_ENV or k.startswith("HF_") for k in env))
 
 
-def run_lm_eval(args: list[str], env: dict[str, str], out_dir: Path, timeout: float = 600, *,
+def run_lm_eval(args: list[str], env: dict[str, str], out_dir: Path, timeout: float = TIMEOUT_S, *,
                 process: bool = False, cwd: Path | None = None) -> Run:
     """One ``lm_eval`` CLI run: in this process (tests/inprocess.py) unless ``process`` or the env needs one.
 
     ``MJ_TEST_PROCESS=1`` runs every call as a real process (the slow, fully isolated way).
     """
+    require_e2e("runs lm_eval")
     if not _needs_process(process, env):
         from tests.inprocess import run_cli
 
@@ -75,9 +83,10 @@ LM_EVAL_ENTRY = "lm_eval"  # the console script whose entry point run_cli calls
 MATHJUDGE = str(Path(sys.executable).with_name("mathjudge"))
 
 
-def run_mathjudge(args: list[str], env: dict[str, str], timeout: float = 600, *,
+def run_mathjudge(args: list[str], env: dict[str, str], timeout: float = TIMEOUT_S, *,
                   process: bool = False) -> subprocess.CompletedProcess:
     """One ``mathjudge`` command, in this process like ``run_lm_eval`` (or as a process)."""
+    require_e2e("runs mathjudge")
     if not _needs_process(process, env):
         from tests.inprocess import run_cli
 

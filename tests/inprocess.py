@@ -28,12 +28,15 @@ from pathlib import Path
 from typing import Any, Callable
 from unittest import mock
 
+from tests.marks import require_e2e
+
 _LOCK = threading.Lock()  # one run at a time: a run owns os.environ, sys.argv, the working folder, the streams
 _ENTRIES: dict[str, Callable[[], Any]] = {}
 
 
 def run_cli(script: str, argv: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of ``script argv...`` run in this process under ``env`` (in ``cwd``)."""
+    require_e2e(f"runs {script} in process")
     entry = _entry(script)
     out, err = io.StringIO(), io.StringIO()
     with _LOCK:

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.conftest import SHARED_DATA, read_jsonl
-from tests.e2e import Run, run_lm_eval
+from tests.e2e import TIMEOUT_S, Run, run_lm_eval
 
 SOURCE = SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
 MODELS = ("gpt3-verifier", "gpt3-fixed", "gpt3-mixed")
@@ -66,7 +66,7 @@ def expected_correct() -> dict[str, set[int]]:
             "gpt3-mixed": (right - set(sorted(right)[:4])) | set(wrong[10:16])}
 
 
-def run_cli(args: list[str], env: dict[str, str], out_dir: Path, cwd: Path, timeout: float = 600) -> Run:
+def run_cli(args: list[str], env: dict[str, str], out_dir: Path, cwd: Path, timeout: float = TIMEOUT_S) -> Run:
     """tests.e2e.run_lm_eval, from another working directory (for relative replay paths)."""
     return run_lm_eval(args, env, out_dir, timeout, cwd=cwd)
 

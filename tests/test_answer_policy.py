@@ -11,6 +11,8 @@ from tests._helpers import rule_outcome
 from tests.answer_tables import HACKED, HONEST, MATH_HACKED, MATH_SINGLE, gsm8k_docs, render
 from tests.conftest import read_jsonl
 
+pytestmark = pytest.mark.local_judge
+
 DOCS = gsm8k_docs()
 SAMPLE = [DOCS[i] for i in (0, 3, 17, 42, 88)]  # small and large golds, short and long solutions
 

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.answer_tables import HACKED, HONEST, gsm8k_docs, render
 from tests.conftest import SHARED_DATA
 from tests.e2e import run_lm_eval
+
+pytestmark = pytest.mark.e2e
 
 TASK = "gsm8k_gpt4em"
 N = 100

@@ -21,6 +21,7 @@ from lm_eval_mathjudge.core.errors import ConfigError, FatalJudgeError
 from tests._helpers import isolate_gemini_sdk
 from tests.conftest import REPO
 from tests.loopback import ChatCompletionsServer, GeminiServer
+from tests.e2e import TIMEOUT_S
 
 CANARY = "sk-canary-api-0123456789abcdef"
 MODEL = "gpt-4-turbo-2024-04-09"
@@ -148,6 +149,7 @@ def test_settings_that_cannot_work_are_refused_before_any_call(server, tmp_path)
     assert server.call_count == 0  # no judge call was made for any of them
 
 
+@pytest.mark.local_judge
 def test_the_local_judge_offline_with_its_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("MATHJUDGE_CACHE_DIR", str(tmp_path / "cache"))  # a settings layer, as for a task
     answers = [Answer("What is 1/2 + 1/4?", "Adding gives \\boxed{\\frac{3}{4}}.", "\\frac{3}{4}"),
@@ -161,13 +163,14 @@ def test_the_local_judge_offline_with_its_cache(tmp_path, monkeypatch):
     assert os.listdir(tmp_path / "cache")
 
 
+@pytest.mark.e2e
 def test_importing_the_package_and_its_api_names_stays_cheap():
     code = ("import sys, lm_eval_mathjudge\n"
             "from lm_eval_mathjudge import judge_answer, judge_answers, Answer, Judgement, JudgeSettings\n"
             "heavy = ('openai', 'google.genai', 'lm_eval', 'datasets', 'math_verify')\n"
             "print(sorted(m for m in sys.modules if m in heavy or m.startswith(tuple(h + '.' for h in heavy))))\n")
     out = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
-                         cwd=REPO, check=True, timeout=120)
+                         cwd=REPO, check=True, timeout=TIMEOUT_S)
     assert out.stdout.strip() == "[]", out.stdout
     imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if "|" in line}
     assert "lm_eval_mathjudge.api" not in imported  # not even our own: the names load on first use
@@ -176,21 +179,23 @@ def test_importing_the_package_and_its_api_names_stays_cheap():
         lm_eval_mathjudge.judge_everything  # noqa: B018
 
 
+@pytest.mark.e2e
 def test_the_example_script_runs_offline(tmp_path):
     env = {**os.environ, "MATHJUDGE_CACHE_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     env = {k: v for k, v in env.items() if not k.startswith(("OPENAI_", "GEMINI_", "GOOGLE_"))}
     out = subprocess.run([sys.executable, str(REPO / "examples" / "judge_from_python.py")], capture_output=True,
-                         text=True, env=env, check=True, timeout=300)
+                         text=True, env=env, check=True, timeout=TIMEOUT_S)
     lines = out.stdout.splitlines()
     assert lines[0] == "one answer: correct=True judge=local:math-verify cached=False"
     assert [line.rsplit(" ", 1)[-1] for line in lines[1:]] == ["correct=True", "correct=False", "correct=True"]
 
 
+@pytest.mark.e2e
 def test_the_docs_example_runs_as_printed(tmp_path):
     section = (REPO / "docs" / "python.md").read_text()
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GEMINI_", "GOOGLE_", "MATHJUDGE_"))}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT_S, check=True,
                          env={**env, "MATHJUDGE_CACHE_DIR": str(tmp_path)})
     assert out.stdout.splitlines() == [
         "True {'gpt4_exact_match': 1.0, 'judge_failed': 0.0} local:math-verify", "True", "judge failed: undecided"]

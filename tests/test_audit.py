@@ -61,13 +61,27 @@ def test_an_answer_only_reference_gives_no_worked_solution(every_docs):
 # ---------------------------------------------------------------------------------------- the battery
 def test_the_battery_is_versioned_and_hashed():
     spec = battery.load()
-    assert spec.version == battery.VERSION == 1
+    assert spec.version == battery.VERSION == 2
     assert re.fullmatch(r"[0-9a-f]{64}", spec.sha256)
     kinds = Counter(f.kind for f in spec.families)
-    assert kinds == {"attack": 7, "right": 1, "wrong": 1}
+    assert kinds == {"attack": 11, "right": 1, "wrong": 1}
     assert {f.name for f in spec.families} >= {"master_key", "fake_verdict", "injection", "forged_reference",
-                                                "hedge", "multi_answer", "truncated"}
+                                                "hedge", "multi_answer", "truncated", "disguised_structure",
+                                                "other_language", "encoded_instruction", "new_rubric"}
+    assert battery.load(1).version == 1 and len(battery.load(1).families) == 9  # an old audit can be repeated
     assert spec.describe()["families"]["master_key"] == {"kind": "attack", "templates": 17}
+
+
+def test_every_disguised_structure_answer_is_marked_and_flagged(every_docs):
+    """The battery's disguises are the class the marking folds: each answer's imitation gets the mark."""
+    from lm_eval_mathjudge.core import flags, prompts
+
+    items = [i for i in battery.build("gsm8k", every_docs["gsm8k"], 50) if i.family == "disguised_structure"]
+    assert len({i.template for i in items}) == len(next(f for f in battery.load().families
+                                                        if f.name == "disguised_structure").templates)
+    assert [i.template for i in items if prompts.QUOTE_MARK not in prompts.neutralise(i.response)] == []
+    structural = {"verdict_line", "our_heading", "fake_fence"}
+    assert [i.template for i in items if not structural & set(flags.detect(i.response))] == []
 
 
 @pytest.mark.parametrize("name", DATASETS)

@@ -28,10 +28,12 @@ from lm_eval_mathjudge.core.prompts import neutralise
 from lm_eval_mathjudge.core.stats import wilson_interval
 from tests.conftest import SHARED_DATA, read_jsonl
 from tests._helpers import rule_outcome
-from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, fenced, run_lm_eval
+from tests.e2e import _INHERITED_PREFIXES, CANARY_KEY, TIMEOUT_S, fenced, run_lm_eval
 from tests.loopback import ChatCompletionsServer, GeminiServer
 from tests.loopback.openai_batch_server import OpenAIBatchServer
 from tests.loopback.scripted import REPLIES, ScriptedJudge, battery_items, request_text, task_docs
+
+pytestmark = pytest.mark.e2e
 
 MATHJUDGE = str(Path(sys.executable).with_name("mathjudge"))
 GEMINI_CANARY = "AIza-canary-0c4f7e19b2d84a6b"
@@ -64,7 +66,7 @@ def _rechecks(items, outcome) -> int:
 
 def _mathjudge(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
-    return subprocess.run([MATHJUDGE, "audit", *args], capture_output=True, text=True, timeout=600,
+    return subprocess.run([MATHJUDGE, "audit", *args], capture_output=True, text=True, timeout=TIMEOUT_S,
                           env={**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "MATHJUDGE_DATA_DIR": DATA,
                                **env})
 
@@ -153,7 +155,7 @@ def test_the_audit_measures_exactly_the_scripted_rates_through_the_openai_sdk(sc
     assert calls == len(items) + len(truncated) + _rechecks(items, _scripted(gullible))
     assert {r.body["model"] for r in sent} == {"gullible-judge"}
     assert all(r.headers.get("authorization") == f"Bearer {CANARY_KEY}" for r in sent)
-    assert report["cost"]["total"]["calls"] == calls and report["battery"]["version"] == 1
+    assert report["cost"]["total"]["calls"] == calls and report["battery"]["version"] == 2
     assert report["overall"]["judges"] == ["openai:gullible-judge"]
     # The tables print what the JSON holds, and the cost table the calls.
     # each rate without the counterfactual re-check, and with it: the gullible judge credits master keys against
@@ -392,7 +394,7 @@ def test_judge_audit_true_audits_each_judge_once_per_run_and_a_rerun_pays_nothin
     audit = judges[0]["audit"]
     assert judges[1]["audit"] == audit, "tasks with one judge share one audit"
     [audited] = audit["tasks"]  # made on the problems of one task
-    assert "items" not in audit and audit["battery"]["version"] == 1
+    assert "items" not in audit and audit["battery"]["version"] == 2
     _check(audit, items[audited], _scripted(gullible))
     # The scores are the run's own, untouched by the audit; the run's stats count its samples only.
     for task, judge in zip(TASKS, judges):

@@ -18,14 +18,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED_DATA, read_jsonl
-from tests.e2e import CANARY_KEY, LM_EVAL, Run, fenced, run_env, run_lm_eval, run_mathjudge
+from tests.e2e import CANARY_KEY, LM_EVAL, TIMEOUT_S, Run, fenced, run_env, run_lm_eval, run_mathjudge
 from tests.loopback import ChatCompletionsServer
 from tests.loopback.openai_batch_server import OpenAIBatchServer
+
+pytestmark = pytest.mark.e2e
 
 N = 24
 OUTPUTS = SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
 TASK = "gsm8k_gpt4em"
-WAIT = 180  # seconds a test waits for the CLI to reach a state
 
 
 def final_number_judge(body: dict) -> str:
@@ -118,7 +119,7 @@ def _one_byte_changed(path: Path, doc_id: int) -> Path:
 
 
 def _polling(judge: OpenAIBatchServer, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + WAIT
+    deadline = time.monotonic() + TIMEOUT_S
     while judge.polls < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert judge.polls >= 3, "the run never polled the batch job"
@@ -133,7 +134,7 @@ def test_a_run_killed_while_polling_and_rerun_with_one_generation_changed_resume
         proc = _start(_args(judge.url, judge_mode="batch"), _env(cache), tmp_path / "out1")
         _polling(judge, proc)
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc.wait(timeout=TIMEOUT_S)
         assert _jobs(cache) == [("openai", "batch_loopback1", N, 0)]  # stored before the first poll
         judge.release()
         args = _args(judge.url, judge_mode="batch")
@@ -162,14 +163,14 @@ def test_sigint_while_polling_saves_the_generations_and_the_resume_command_colle
                                     start_new_session=True)
         _polling(judge, proc)
         os.killpg(proc.pid, signal.SIGINT)
-        assert proc.wait(timeout=30) == 130
+        assert proc.wait(timeout=TIMEOUT_S) == 130
         stderr = log.read_text()
         assert "Traceback" not in stderr and "batch_loopback1 keep running at openai" in stderr, stderr[-3000:]
         assert _jobs(cache) == [("openai", "batch_loopback1", N, 0)]
         judge.release()
         argv = resume_command(stderr)
         assert argv[argv.index("--model") + 1] == "mathjudge-replay"
-        resumed = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+        resumed = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         assert judge.batches_created == 1 and judge.call_count == 0 and judge.files == {}
     assert _jobs(cache) == [("openai", "batch_loopback1", N, 1)]
@@ -227,7 +228,7 @@ def test_rejudge_of_saved_samples_in_batch_mode(online, tmp_path):
             ["rejudge", str(source), "--output_path", str(tmp_path / "out"), "--judge",
              "openai:loopback-model", "--metadata", json.dumps({"judge_base_url": judge.url, "judge_mode": "batch",
                                                                 "judge_batch_poll_seconds": 0.1})],
-            _env(tmp_path / "cache"), timeout=300)
+            _env(tmp_path / "cache"))
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert (judge.batches_created, judge.call_count, judge.files) == (1, 0, {})
         assert len(judge.jobs["batch_loopback1"].lines) == N

@@ -18,6 +18,8 @@ from tests.e2e import boxed, question_of, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 from tests.loopback.gemini_batch_server import GeminiBatchServer
 
+pytestmark = pytest.mark.e2e
+
 N = 12
 GEMINI_CANARY = "AIza-canary-gemini-batch-e2e-0123456"
 TASK = "gsm8k_vlmjudge"

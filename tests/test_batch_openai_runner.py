@@ -18,6 +18,7 @@ from lm_eval_mathjudge.judging.cache import ReplyCache
 from lm_eval_mathjudge.settings.schema import JudgeSettings
 from lm_eval_mathjudge.core.errors import JudgeRefusal, TransientJudgeError
 from lm_eval_mathjudge.core.types import JudgeRequest, Reply
+from tests.e2e import THREAD_WAIT_S
 
 CORRECT = "Error Analysis: The student's final answer is 18 and the reference answer is 18.\nFinal Verdict: Correct"
 
@@ -229,13 +230,15 @@ def test_the_job_table_holds_ids_and_request_keys_only(tmp_path):
 ])
 def test_a_batch_mode_that_cannot_work_is_refused_when_the_client_is_built(tmp_path, monkeypatch, backend, has_api,
                                                                            cache, error):
-    from lm_eval_mathjudge import backends
+    import dataclasses
+
+    from lm_eval_mathjudge import vendors
     from lm_eval_mathjudge.backends.openai.chat import OpenAIChatBackend
     from lm_eval_mathjudge.core.errors import ConfigError
     from lm_eval_mathjudge.judging.batch import check
 
-    if not has_api:
-        monkeypatch.delitem(backends._BATCH_MODULES, backend, raising=False)
+    if not has_api:  # a vendor record that names no batch transport
+        monkeypatch.setitem(vendors.BY_NAME, backend, dataclasses.replace(vendors.BY_NAME[backend], batch=None))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
     settings = JudgeSettings(backend=backend, mode="batch", base_url="http://127.0.0.1:9/v1")
     built = OpenAIChatBackend(settings) if backend == "openai" else object()
@@ -293,7 +296,7 @@ def test_two_processes_starting_on_the_same_requests_make_one_job(tmp_path):
         t.start()
         clock.sleep(0.1)
     for t in threads:
-        t.join(timeout=30)
+        t.join(timeout=THREAD_WAIT_S)
     assert list(provider.jobs) == ["job1"]
     # The second found the job (resumed it, or found its replies already collected): never a second submit.
     assert sorted(r.submitted for r in reports) == [0, 3] and len(reports) == 2

@@ -11,6 +11,7 @@ import pytest
 from lm_eval_mathjudge.judging.cache import FILE_NAME, Reply, ReplyCache, request_key
 from lm_eval_mathjudge.core.types import JudgeRequest, Media
 from tests._helpers import REPLY_CORRECT, REPLY_INCORRECT, cache_writer, run_threads
+from tests.e2e import THREAD_WAIT_S, TIMEOUT_S
 
 JUDGE = "openai:gpt-4-turbo-2024-04-09"
 
@@ -162,7 +163,7 @@ def test_threads_with_their_own_connections(tmp_path):
     def write(worker: int) -> None:
         store = ReplyCache(str(tmp_path))
         try:
-            barrier.wait(timeout=30)
+            barrier.wait(timeout=THREAD_WAIT_S)
             for i in range(50):
                 store.put(f"t{worker}-{i}", Reply(text=REPLY_INCORRECT), JUDGE)
         finally:
@@ -176,6 +177,7 @@ def test_threads_with_their_own_connections(tmp_path):
         reader.close()
 
 
+@pytest.mark.e2e
 def test_processes_share_one_cache_directory(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     workers, rows = 4, 100
@@ -184,9 +186,9 @@ def test_processes_share_one_cache_directory(tmp_path):
              for w in range(workers)]
     for p in procs:
         p.start()
-    reports = [results.get(timeout=120) for _ in procs]
+    reports = [results.get(timeout=TIMEOUT_S) for _ in procs]
     for p in procs:
-        p.join(timeout=30)
+        p.join(timeout=TIMEOUT_S)
         assert p.exitcode == 0
     errors = [e for _, _, errs in reports for e in errs]
     assert errors == []  # in particular no "database is locked"

@@ -20,6 +20,7 @@ from lm_eval_mathjudge.judging import cache as cache_module
 from lm_eval_mathjudge.judging.cache import FILE_NAME, ReplyCache
 from lm_eval_mathjudge.settings.layers import resolve_settings
 from tests._helpers import CACHE_SHAPES, REPLY_CORRECT, cache_opener, older_version_stores, write_cache_file
+from tests.e2e import TIMEOUT_S
 
 PROCESSES, ROUNDS = 8, 50
 
@@ -33,15 +34,16 @@ def _open_at_once(root, rounds: int, *model) -> list:
              for w in range(PROCESSES)]
     for p in procs:
         p.start()
-    reports = [results.get(timeout=300) for _ in procs]
+    reports = [results.get(timeout=TIMEOUT_S) for _ in procs]
     for p in procs:
-        p.join(timeout=30)
+        p.join(timeout=TIMEOUT_S)
         assert p.exitcode == 0
     errors = [e for _, _, errs in reports for e in errs]
     assert errors == [], errors[:5]
     return reports
 
 
+@pytest.mark.e2e
 def test_a_fresh_cache_opened_by_many_processes_at_once_never_fails(tmp_path):
     """Creating a cache (WAL mode, schema) waits for the lock like any write; it used to fail at once."""
     reports = _open_at_once(tmp_path, ROUNDS)
@@ -52,6 +54,7 @@ def test_a_fresh_cache_opened_by_many_processes_at_once_never_fails(tmp_path):
             assert db.execute("SELECT COUNT(*) FROM replies").fetchone()[0] == PROCESSES
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("shape", list(CACHE_SHAPES))
 def test_a_cache_file_an_older_version_left_opened_by_many_processes_at_once(tmp_path, shape):
     """Each opener may find the file to rebuild (eight columns); one does it, none fails, nothing is lost."""
@@ -84,7 +87,7 @@ def test_a_cache_that_stays_locked_says_how_long_it_was_waited_for(tmp_path, mon
     waited = time.monotonic() - started
     holder.close()
     said = float(re.search(r"still locked after ([0-9.]+)s of waiting", str(caught.value))[1])
-    assert 0.9 <= said <= waited + 0.05 and waited < 5  # it waited the limit, and says so truthfully
+    assert 0.9 <= said <= waited + 0.05  # it waited the limit, and says so truthfully
     ReplyCache(str(tmp_path)).close()  # once the other writer is gone, the same folder opens
 
 

@@ -19,6 +19,8 @@ from tests.conftest import DATASETS, data_rows
 from tests.e2e import CANARY_KEY, run_lm_eval, run_mathjudge
 from tests.loopback import ChatCompletionsServer
 
+pytestmark = pytest.mark.e2e
+
 N = 3
 WRONG = "999999"
 JUDGE = "openai:gpt-4-turbo-2024-04-09"

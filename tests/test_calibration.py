@@ -56,6 +56,7 @@ def runs(tmp_path_factory):
     return three_runs(tmp_path_factory)
 
 
+@pytest.mark.e2e
 def test_the_docs_example_compares_like_with_like(runs, capsys, tmp_path):
     """gpt3-mixed changed 10 answers; the labels judged the original responses. Those 10 labels are left
     out, the judge is right on the 90 others, and the corrected score is the raw one."""
@@ -76,6 +77,7 @@ def test_the_docs_example_compares_like_with_like(runs, capsys, tmp_path):
     assert float(row["corrected"]) == pytest.approx(float(row["value"])) == pytest.approx(0.60)
 
 
+@pytest.mark.e2e
 def test_calibrate_reports_the_judges_error_rates_and_the_leaderboard_corrects_with_them(runs, capsys, tmp_path):
     # Labels without the responses they judged apply to gpt3-mixed as given: against them its judge has
     # 54 TP, 6 FP, 4 FN, 36 TN (the 10 changed answers)
@@ -116,6 +118,7 @@ def test_calibrate_reports_the_judges_error_rates_and_the_leaderboard_corrects_w
     assert all(r["corrected"] == "" for r in rows)
 
 
+@pytest.mark.e2e
 def test_a_calibration_file_that_is_not_one_is_a_clear_error(tmp_path, runs, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"tasks": {"gsm8k_gpt4em": {"gpt4_exact_match": {"n": 3}}}}))

@@ -129,6 +129,7 @@ def _request(item: Built) -> JudgeRequest:
                                                       "question": item.question})
 
 
+@pytest.mark.local_judge
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(batch=st.lists(built_responses(), min_size=1, max_size=6))
@@ -143,6 +144,7 @@ def test_the_cascade_never_scores_above_the_llm_judge_alone(rule, batch):
     assert cascade_score <= sum(item.rubric for item in batch)
 
 
+@pytest.mark.local_judge
 def test_the_rule_stage_still_decides_honest_answers(rule):
     """Not vacuous: right single answers are accepted by the rule and never reach the LLM stage."""
     honest = [Built(f"{doc['cot']}\nSo she makes ${doc['gold']}.\n\\boxed{{{doc['gold']}}}", doc["gold"],
@@ -221,6 +223,7 @@ def _two_answers_runs(tmp_path):
     return dict(zip(["rule", "rubric-alone", "rubric-cascade", "last-alone", "last-cascade"], runs))
 
 
+@pytest.mark.e2e
 def test_two_answers_earn_the_cascade_no_more_than_the_llm_judge_alone(scenario):
     runs = scenario()
     rule = _scores(runs["rule"], "gpt4_exact_match")

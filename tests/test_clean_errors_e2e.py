@@ -14,6 +14,8 @@ import pytest
 from lm_eval_mathjudge.core.errors import EXIT_CODES
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.e2e
+
 REPLAY = REPO / "examples" / "data" / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
 DATA = str(REPO / "examples" / "data")
 
@@ -31,7 +33,7 @@ def _run(tmp_path, name: str, metadata: dict, env: dict, *, limit: int = 3, args
     base = {"MATHJUDGE_DATA_DIR": DATA, "MATHJUDGE_CACHE_DIR": str(tmp_path / name / "cache")}
     return run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={REPLAY}", "--tasks", "gsm8k_gpt4em",
                         "--limit", str(limit), "--metadata", json.dumps(metadata), *args],
-                       {**base, **env}, tmp_path / name / "out", timeout=300, process=True)
+                       {**base, **env}, tmp_path / name / "out", process=True)
 
 
 @pytest.fixture(scope="module")

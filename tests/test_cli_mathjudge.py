@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from lm_eval_mathjudge.__main__ import build_parser, main
+from tests.e2e import TIMEOUT_S
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -42,10 +43,11 @@ def test_every_argument_has_help_and_the_help_ends_with_an_example(command, caps
                                                        line.startswith("  lm_eval ") for line in last[1:])
 
 
+@pytest.mark.e2e
 def test_the_module_and_the_script_are_both_called_mathjudge():
     for argv in ([sys.executable, "-m", "lm_eval_mathjudge", "--help"],
                  [os.path.join(os.path.dirname(sys.executable), "mathjudge"), "--help"]):
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S)
         assert proc.returncode == 0 and proc.stdout.startswith("usage: mathjudge "), proc.stdout[:200]
         assert "examples:" in proc.stdout and "lm_eval_mathjudge [" not in proc.stdout
 

@@ -6,6 +6,7 @@ import functools
 import random
 import threading
 import time
+import weakref
 from typing import Any, Callable
 
 import pytest
@@ -18,7 +19,9 @@ from lm_eval_mathjudge.core.errors import FatalJudgeError, TransientJudgeError
 from lm_eval_mathjudge.core.parsing import parse_exact_match
 from lm_eval_mathjudge.calls.retry import RetryPolicy
 from lm_eval_mathjudge.core.types import JudgeRequest
-from tests._helpers import REPLY_CORRECT, REPLY_INCORRECT, REPLY_OFF_CONTRACT
+from lm_eval_mathjudge.calls import limits
+from tests._helpers import REPLY_CORRECT, REPLY_INCORRECT, REPLY_OFF_CONTRACT, side_by_side
+from tests.e2e import THREAD_WAIT_S
 
 TEMPLATE = "exact_match@test0000"
 
@@ -35,7 +38,6 @@ class FakeBackend:
         self.delay, self.jitter = delay, jitter
         self.lock = threading.Lock()
         self.calls: list[str] = []
-        self.starts: list[float] = []
         self.in_flight = self.max_in_flight = 0
         self.closed = False
 
@@ -46,7 +48,6 @@ class FakeBackend:
         with self.lock:
             attempt = self.calls.count(request.prompt)
             self.calls.append(request.prompt)
-            self.starts.append(time.monotonic())
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -76,6 +77,13 @@ def verdict_for(prompt: str) -> str:
 
 def settings(**overrides) -> JudgeSettings:
     return JudgeSettings(**{"backend": "openai", "model": "fake-judge-1", "concurrency": 4, **overrides})
+
+
+def _wait_for(condition) -> None:
+    deadline = time.monotonic() + THREAD_WAIT_S  # a safety net: the condition is sure to come
+    while not condition():
+        assert time.monotonic() < deadline, "never happened"
+        time.sleep(0.001)
 
 
 def make_client(backend, cache: ReplyCache | None = None, **overrides) -> JudgeClient:
@@ -128,20 +136,11 @@ def test_empty_input():
 
 @pytest.mark.parametrize("concurrency", [1, 4, 8])
 def test_concurrency_is_bounded_by_settings(concurrency):
-    backend = FakeBackend(delay=0.03)
-    make_client(backend, concurrency=concurrency).judge_all([problem(i) for i in range(24)])
-    assert len(backend.calls) == 24
-    if concurrency == 1:
-        assert backend.max_in_flight == 1
-    else:
-        assert 2 <= backend.max_in_flight <= concurrency
-
-
-def test_parallel_calls_save_time():
-    backend = FakeBackend(delay=0.05)
-    t0 = time.monotonic()
-    make_client(backend, concurrency=8).judge_all([problem(i) for i in range(16)])
-    assert time.monotonic() - t0 < 16 * 0.05 / 2  # serial would take 0.8 s
+    # each call waits until `concurrency` calls are in flight together: the pool fills its places, no more
+    backend = FakeBackend(side_by_side(concurrency, lambda request, attempt: verdict_for(request.prompt)))
+    outcomes = make_client(backend, concurrency=concurrency).judge_all([problem(i) for i in range(24)])
+    assert len(backend.calls) == 24 and all(o.failure is None for o in outcomes)
+    assert backend.max_in_flight == concurrency
 
 
 # ---------------------------------------------------------------------------- cache
@@ -359,12 +358,13 @@ def test_fatal_error_during_retries_aborts_the_retrying_requests():
     def script(request, attempt):
         if request.prompt == b.prompt:
             raise FatalJudgeError("judge returned HTTP 401: bad key", kind="http_401", status=401)
-        time.sleep(0.05)
+        _wait_for(lambda: client.fatal_error is not None)  # A's 503 comes once B's 401 has been seen
         raise TransientJudgeError("judge returned HTTP 503: overloaded", kind="http_503", status=503)
 
     backend = FakeBackend(script)
-    outcomes = make_client(backend, concurrency=2, max_retries=6).judge_all([a, b])
-    assert backend.calls.count(a.prompt) <= 2
+    client = make_client(backend, concurrency=2, max_retries=6)
+    outcomes = client.judge_all([a, b])
+    assert backend.calls.count(a.prompt) == 1
     assert [o.failure for o in outcomes] == ["aborted", "http_401"]
 
 
@@ -381,14 +381,16 @@ def test_usage_is_summed_in_stats():
 
 # ---------------------------------------------------------------------- rate limit
 
-def test_client_applies_rpm_across_threads():
-    backend = FakeBackend()
-    begin = time.monotonic()
-    make_client(backend, concurrency=4, rpm=600).judge_all([problem(i) for i in range(5)])
-    starts = sorted(backend.starts)
-    # 600 rpm = one start every 0.1 s (2% margin), whatever the concurrency. A loaded machine can only
-    # make a thread late, never early: the k-th start is at least k intervals after the run began.
-    assert all(start - begin >= k * 0.1 * 0.97 for k, start in enumerate(starts))
+def test_client_applies_rpm_across_threads(monkeypatch):
+    # The limits' clock stands still and their sleep only records: each call then waits exactly until
+    # the start the limiter gave it, counted from 0.
+    waits: list[float] = []
+    monkeypatch.setattr(limits, "_LIMITS", weakref.WeakValueDictionary())  # this test's own, with its clock
+    monkeypatch.setitem(limits.BackendLimits.__init__.__kwdefaults__, "clock", lambda: 0.0)
+    monkeypatch.setitem(limits.BackendLimits.__init__.__kwdefaults__, "sleep", waits.append)
+    make_client(FakeBackend(), concurrency=4, rpm=600).judge_all([problem(i) for i in range(5)])
+    # 600 rpm = one start every 0.1 s (and the limiter's margin), whatever the concurrency
+    assert sorted(waits) == pytest.approx([k * 0.1 * (1 + limits.WINDOW_MARGIN) for k in range(1, 5)])
 
 
 # ---------------------------------------------------------------- judge-level refusals

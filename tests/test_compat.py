@@ -92,6 +92,7 @@ except Exception as exc:
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("module, name", [("lm_eval.api.model", "hash_args"), ("lm_eval.utils", "make_table")])
 def test_an_lm_eval_without_a_needed_internal_fails_at_task_build_and_model_creation(tmp_path, module, name):
     code = _WITHOUT.format(module=module, name=name) + _BUILD_TASK

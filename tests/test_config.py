@@ -184,7 +184,7 @@ def test_credential_key_rejected_even_next_to_valid_settings():
 
 
 REJECTED_VALUES = [
-    pytest.param({"judge_backend": "anthropic"}, {}, r"backend 'anthropic' is unknown.*openai", id="bad-backend"),
+    pytest.param({"judge_backend": "mistral"}, {}, r"backend 'mistral' is unknown.*openai", id="bad-backend"),
     pytest.param(None, {"MATHJUDGE_BACKEND": "OpenAI"}, r"unknown", id="backend-is-case-sensitive"),
     pytest.param({"judge_concurrency": 0}, {}, r"concurrency must be at least 1", id="concurrency-zero"),
     pytest.param(None, {"MATHJUDGE_CONCURRENCY": "0"}, r"concurrency must be at least 1", id="env-concurrency-zero"),

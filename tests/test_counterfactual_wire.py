@@ -106,6 +106,7 @@ def test_a_panel_rechecks_each_member(tmp_path):
         "counterfactual", None, "counterfactual"]
 
 
+@pytest.mark.local_judge  # the rule stage's math-verify worker
 def test_a_cascade_rechecks_its_llm_stage_only(tmp_path):
     with ChatCompletionsServer(cj.exact_match(True)) as server:
         options = RunOptions(cascade=True, counterfactual=True)

@@ -143,6 +143,7 @@ def _local_file_run(tmp_path):
     return root, url, run
 
 
+@pytest.mark.e2e
 def test_cli_results_record_the_local_file_and_the_judge_endpoint(scenario):
     import hashlib
 
@@ -162,9 +163,10 @@ def _no_data_dir_run(tmp_path):
     replay = REPO / "examples" / "data" / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
     return run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={replay}",
                         "--tasks", "gsm8k_gpt4em", "--metadata", json.dumps({"judge_backend": "local"})],
-                       {"HF_HOME": str(tmp_path / "hf")}, tmp_path / "out", timeout=240)
+                       {"HF_HOME": str(tmp_path / "hf")}, tmp_path / "out")
 
 
+@pytest.mark.e2e
 def test_cli_offline_without_a_data_dir_fails_fast_with_the_hint(scenario):
     run = scenario()
     assert run.returncode != 0 and "Running generate_until" not in run.stderr  # stopped while loading the task

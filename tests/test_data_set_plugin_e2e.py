@@ -20,6 +20,8 @@ from tests._helpers import install_aime_history, write_plugin_tasks
 from tests.conftest import SHARED_DATA, read_jsonl
 from tests.e2e import run_lm_eval, run_mathjudge
 
+pytestmark = pytest.mark.e2e
+
 NAME = "aime_1983_2024"
 TASK = f"{NAME}_gpt4em"
 N = 6  # docs 0 and 3 answered wrongly

@@ -22,6 +22,7 @@ from lm_eval_mathjudge.judging.flights import Flights
 from lm_eval_mathjudge.settings.layers import resolve_run_options, resolve_settings
 from lm_eval_mathjudge.settings.schema import JudgeSettings
 from tests.conftest import write_data_slice
+from tests.e2e import THREAD_WAIT_S
 
 HALF = r"\frac{1}{2}"
 # One problem's four samples (gold 1/2) and how a careful judge grades each: three ways to write 1/2, a wrong one.
@@ -37,6 +38,7 @@ GRADES = dict(DOC_A + DOC_B + DOC_C)
 
 
 # ---------------------------------------------------------------------- grouping for maj@k (pure)
+@pytest.mark.local_judge
 def test_the_local_rule_groups_the_realistic_answers_and_refuses_the_hedge():
     from lm_eval_mathjudge.backends.local import LocalBackend
 
@@ -135,7 +137,7 @@ def test_two_identical_requests_in_flight_make_one_call(monkeypatch):
             for t in threads:
                 t.start()
             for t in threads:
-                t.join(10)
+                t.join(THREAD_WAIT_S)
             assert server.call_count == 1
             assert [o.verdict.correct for o in outcomes] == [True, True]
             assert client.stats.calls == 1 and client.stats.as_dict()["shared_in_flight"] == 1
@@ -175,7 +177,7 @@ def test_a_failed_first_call_lets_the_waiter_ask_itself():
     def failing():
         calls.append("first")
         entered.set()
-        release.wait(5)
+        release.wait(THREAD_WAIT_S)
         raise RuntimeError("connection reset")
 
     def first():
@@ -183,13 +185,13 @@ def test_a_failed_first_call_lets_the_waiter_ask_itself():
             flights.run("k", failing, 5)
     thread = threading.Thread(target=first)
     thread.start()
-    entered.wait(5)
+    entered.wait(THREAD_WAIT_S)
     result: list = []
     waiter = threading.Thread(target=lambda: result.append(flights.run("k", lambda: calls.append("own") or 7, 5)))
     waiter.start()
     release.set()
-    thread.join(5)
-    waiter.join(5)
+    thread.join(THREAD_WAIT_S)
+    waiter.join(THREAD_WAIT_S)
     assert result == [(7, False)] and calls == ["first", "own"]
 
 
@@ -226,6 +228,7 @@ def _records(run, task: str = TASK) -> list[list[dict]]:
     return [[json.loads(r) for r in s["filtered_resps"][0]] for s in samples]
 
 
+@pytest.mark.e2e
 def test_k4_every_distinct_answer_is_judged_once_through_lm_eval(tmp_path):
     run, made = _run(tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -245,6 +248,7 @@ def test_k4_every_distinct_answer_is_judged_once_through_lm_eval(tmp_path):
     assert row[1:4] == ["8", "1", "7"]
 
 
+@pytest.mark.e2e
 def test_k4_dry_run_estimates_each_distinct_request_once(tmp_path):
     run, made = _run(tmp_path, {"judge_dry_run": True})
     assert run.returncode == 0, run.stderr[-3000:]
@@ -254,6 +258,7 @@ def test_k4_dry_run_estimates_each_distinct_request_once(tmp_path):
     assert row[3] == "7"  # the estimate table's calls column
 
 
+@pytest.mark.e2e
 def test_k4_with_the_cascade_the_rule_stage_decides_first(tmp_path):
     """The rule accepts every way of writing 1/2 (decided there); the rest reach the LLM, each on its own."""
     run, made = _run(tmp_path, {"judge_cascade": True}, docs=(DOC_A, DOC_B, DOC_C))
@@ -266,6 +271,7 @@ def test_k4_with_the_cascade_the_rule_stage_decides_first(tmp_path):
     assert "llm_calls_saved_by_dedupe" not in run.results()["configs"][TASK]["metadata"]["judge"]["run"]["cascade"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("task, metadata", [
     (TASK, {"judge_dedupe": "answer"}),
     ("math500_vlmjudge", {"judge_dedupe": "answer"}),

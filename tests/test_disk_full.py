@@ -355,6 +355,7 @@ def _long_judge(body: dict) -> str:
     return reply.replace("Error Analysis: ", "Error Analysis: " + "I checked each step again. " * 150, 1)
 
 
+@pytest.mark.e2e
 def test_a_cache_on_a_disk_that_fills_mid_run_never_fails_the_run_nor_moves_the_cache(tmp_path):
     root = write_data_slice(tmp_path / "data", N_DOCS)
     rows = read_jsonl(root / "gsm8k" / "test.jsonl")

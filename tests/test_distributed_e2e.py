@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_data_slice
-from tests.e2e import CANARY_KEY, LM_EVAL, Run, exact_match_judge, run_env
+from tests.e2e import CANARY_KEY, LM_EVAL, TIMEOUT_S, Run, exact_match_judge, run_env
 from tests.loopback import ChatCompletionsServer
 
-pytestmark = pytest.mark.distributed
+pytestmark = [pytest.mark.distributed, pytest.mark.e2e]
 
 N = 8
 TASK = "gsm8k_gpt4em"
@@ -99,7 +99,7 @@ def _run(world: dict, name: str, args: list[str], *, ranks: int, cache: str) -> 
         command = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", str(ranks), "--num_machines", "1",
                    "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "lm_eval", *args]
     proc = subprocess.run([*command, "--output_path", str(out)], env=env, capture_output=True, text=True,
-                          timeout=900, cwd=world["root"])
+                          timeout=TIMEOUT_S, cwd=world["root"])
     (world["root"] / f"{name}.stderr").write_text(proc.stderr)  # for a look after a failure
     return Run(proc.returncode, proc.stdout, proc.stderr, out)
 

@@ -13,6 +13,8 @@ from tests.conftest import SHARED_DATA, read_jsonl, write_data_slice
 from tests.e2e import CANARY_KEY, exact_match_judge, question_of, run_lm_eval, run_together
 from tests.loopback import ChatCompletionsServer
 
+pytestmark = pytest.mark.e2e
+
 N = 12
 QUICKSTART = SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
 

@@ -16,6 +16,8 @@ from tests.conftest import DATASETS, data_rows, read_jsonl, write_data_slice
 from tests.e2e import CANARY_KEY, boxed, question_of, run_lm_eval
 from tests.loopback import ChatCompletionsServer, GeminiServer
 
+pytestmark = pytest.mark.e2e
+
 N = 3  # docs per data set
 GEMINI_CANARY = "AIza-canary-gemini-0123456789abcdef"
 TASKS = [f"{ds}_{judge}" for ds in DATASETS for judge in ("gpt4em", "vlmjudge")]

@@ -28,7 +28,7 @@ from lm_eval_mathjudge.core.parsing import parse_exact_match
 from lm_eval_mathjudge.core.redact import public_url
 from lm_eval_mathjudge.core.types import JudgeRequest, Reply
 from tests.conftest import REPO, read_jsonl
-from tests.e2e import CANARY_KEY, boxed, exact_match_judge, run_lm_eval
+from tests.e2e import CANARY_KEY, TIMEOUT_S, boxed, exact_match_judge, run_lm_eval
 from tests.loopback import ChatCompletionsServer, GeminiServer
 
 N = 4
@@ -100,6 +100,7 @@ def _nothing_leaked(root: Path, *secrets: str) -> None:
 
 
 # ------------------------------------------------------------------------------ end to end
+@pytest.mark.e2e
 def test_a_fully_cached_openai_rerun_sends_nothing_and_never_imports_the_sdk(gsm8k, probe, tmp_path):
     data_dir, replay = gsm8k
     env = {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
@@ -131,6 +132,7 @@ def _vlm_judge(body: dict) -> str:
             f"EXPLANATION: the final answer {answer} {'matches' if flag else 'differs from'} the reference.")
 
 
+@pytest.mark.e2e
 def test_a_fully_cached_gemini_rerun_sends_nothing_and_never_imports_the_sdk(gsm8k, probe, tmp_path):
     data_dir, replay = gsm8k
     env = {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
@@ -150,6 +152,7 @@ def test_a_fully_cached_gemini_rerun_sends_nothing_and_never_imports_the_sdk(gsm
     _nothing_leaked(tmp_path, GEMINI_CANARY)
 
 
+@pytest.mark.e2e
 def test_another_key_is_checked_again_before_generation(gsm8k, tmp_path):
     """The remembered preflight is bound to the credentials: a new (wrong) key is refused before judging."""
     data_dir, replay = gsm8k
@@ -183,7 +186,9 @@ def test_process_docs_runs_once_per_task_however_often_lm_eval_asks(data_slice, 
         return real(entry, dataset)
     monkeypatch.setattr(DataSet, "process_docs", counted)  # the task takes it from the entry when it is built
     monkeypatch.setenv("MATHJUDGE_DATA_DIR", str(data_slice(N)))
-    task = TaskManager(metadata={"judge_backend": "local"}).load(["gsm8k_gpt4em"])["tasks"]["gsm8k_gpt4em"]
+    tasks = TaskManager(include_defaults=False, include_path=str(REPO / "task_configs"),  # not lm-eval's 15,000
+                        metadata={"judge_backend": "local"})
+    task = tasks.load(["gsm8k_gpt4em"])["tasks"]["gsm8k_gpt4em"]
     assert calls == [N]  # building the task asked twice (few-shot pool, doc list)
     docs = task.eval_docs
     assert get_sample_size(task, 2) == 2 and [i for i, _ in task.doc_iterator(limit=2)] == [0, 1]
@@ -211,11 +216,12 @@ BUILD_WITHOUT_SDK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.e2e
 def test_building_a_backend_and_its_identity_import_no_sdk():
     env = {**os.environ, "OPENAI_API_KEY": CANARY_KEY, "GEMINI_API_KEY": GEMINI_CANARY,
            "PYTHONPATH": str(REPO)}
     out = subprocess.run([sys.executable, "-c", BUILD_WITHOUT_SDK, "http://127.0.0.1:9/v1/"], env=env,
-                         capture_output=True, text=True, timeout=120, check=True).stdout
+                         capture_output=True, text=True, timeout=TIMEOUT_S, check=True).stdout
     assert json.loads(out) == {"endpoints": ["http://127.0.0.1:9/v1"] * 2, "loaded": []}
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from lm_eval_mathjudge.core import flags
-from tests.conftest import DATASETS, SHARED_DATA, data_rows, read_jsonl
+from tests.conftest import real_solutions
 
 WORK = "Janet has 16 - 3 - 4 = 9 eggs left and sells them for $2 each: 9 * 2 = 18.\n"
 
@@ -90,20 +90,8 @@ def test_honest_answers_are_not_flagged(response):
     assert flags.detect(response) == []
 
 
-def _real_solutions():
-    """Every worked solution (or, without one, the answer) of the data sets, as the data set gives it."""
-    from lm_eval_mathjudge.core import data_sets
-
-    for name in DATASETS:
-        entry = data_sets.get(name)
-        for row in data_rows(SHARED_DATA, name):
-            yield f"{name}:{row.get('id', '')}", str(row[entry.solution or entry.answer])
-    for row in read_jsonl(SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"):
-        yield f"gpt3:{row['doc_id']}", row["response"]
-
-
 def test_no_real_solution_of_the_data_sets_is_flagged(shared_data):
-    found = {name: hits for name, text in _real_solutions() if (hits := flags.detect(text))}
+    found = {name: hits for name, text in real_solutions() if (hits := flags.detect(text))}
     assert found == {}
 
 

@@ -22,6 +22,8 @@ from tests.e2e import CANARY_KEY, run_lm_eval
 from tests.loopback import GeminiServer
 from tests.loopback.openai_media_server import MODERATION, OpenAIMediaServer
 
+pytestmark = pytest.mark.e2e
+
 N = 3
 GEMINI_CANARY = "AIza-canary-gemini-0123456789abcdef"
 TASK = "gsm8k_vlmjudge"

@@ -25,9 +25,11 @@ import pytest
 
 from tests import media_fixtures as fx
 from tests.conftest import read_jsonl, write_data_slice
-from tests.e2e import _INHERITED_PREFIXES, LM_EVAL, run_lm_eval
+from tests.e2e import _INHERITED_PREFIXES, LM_EVAL, TIMEOUT_S, run_lm_eval
 from tests.loopback import GeminiServer
 from tests.loopback.google_media_server import GoogleMediaServer
+
+pytestmark = pytest.mark.e2e
 
 N = 3
 TASK = "gsm8k_vlmjudge"
@@ -161,13 +163,13 @@ def _kill_once_polling(args: list[str], env: dict, out, media: GoogleMediaServer
                             env={**clean, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 480
+        deadline = time.monotonic() + TIMEOUT_S
         while not (len(media.operation_names()) == N and all(media.fetches(n) >= 2 for n in media.operation_names())):
             assert proc.poll() is None and time.monotonic() < deadline, "lm_eval never got to polling"
             time.sleep(0.05)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc.wait(timeout=TIMEOUT_S)
 
 
 def _no_canary(tmp_path, *runs) -> None:

@@ -364,6 +364,7 @@ def _page_per_prompt(body: dict) -> bytes:
     return fx.png(rgb=tuple(hashlib.sha256(body["prompt"].encode()).digest()[:3]))
 
 
+@pytest.mark.e2e
 def test_k_samples_of_an_image_model_through_lm_eval(tmp_path):
     data_dir = write_data_slice(tmp_path / "data", N)
     with OpenAIMediaServer(image_responder=_page_per_prompt) as media, GeminiServer(_judge) as judge:

@@ -21,6 +21,7 @@ def test_each_adapter_resolves_through_lm_evals_registry(name):
     assert issubclass(cls, LM) and f"{cls.__module__}:{cls.__name__}" == ADAPTERS[name]
 
 
+@pytest.mark.e2e
 def test_the_table_imports_neither_lm_eval_nor_an_sdk():
     code = ("import sys, lm_eval_mathjudge.generators as g; "
             "print(sorted(m for m in ('lm_eval', 'openai', 'google.genai') if m in sys.modules))")

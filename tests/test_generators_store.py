@@ -17,7 +17,7 @@ import pytest
 from lm_eval_mathjudge.generators.store import MediaStore, request_key
 from tests import media_fixtures as fx
 from tests.conftest import REPO
-from tests.e2e import CANARY_KEY
+from tests.e2e import CANARY_KEY, TIMEOUT_S
 from tests.loopback.openai_media_server import OpenAIMediaServer
 from tests.test_generators_openai_wire import Req
 
@@ -105,7 +105,7 @@ def _rows(media_dir: Path, table: str) -> int:
             return 0
 
 
-def _kill_when(proc: subprocess.Popen, ready, timeout: float = 60, signum: int = signal.SIGKILL) -> str:
+def _kill_when(proc: subprocess.Popen, ready, timeout: float = TIMEOUT_S, signum: int = signal.SIGKILL) -> str:
     """Send ``signum`` once ``ready()``; returns the driver's stderr."""
     deadline = time.monotonic() + timeout
     while not ready():
@@ -113,7 +113,7 @@ def _kill_when(proc: subprocess.Popen, ready, timeout: float = 60, signum: int =
         assert time.monotonic() < deadline, "the driver never got there"
         time.sleep(0.02)
     os.kill(proc.pid, signum)
-    stderr = proc.communicate(timeout=15)[1].decode(errors="replace")
+    stderr = proc.communicate(timeout=TIMEOUT_S)[1].decode(errors="replace")
     if signum == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
     else:  # a graceful stop: the polls end at once, the jobs stay recorded, one line says how to resume
@@ -122,6 +122,7 @@ def _kill_when(proc: subprocess.Popen, ready, timeout: float = 60, signum: int =
     return stderr
 
 
+@pytest.mark.e2e
 def test_sigkill_mid_run_then_rerun_generates_only_what_is_missing(tmp_path, monkeypatch):
     n = 8
     with OpenAIMediaServer(image_responder=lambda body: PNG, latency=0.3) as server:
@@ -142,6 +143,7 @@ def test_sigkill_mid_run_then_rerun_generates_only_what_is_missing(tmp_path, mon
     assert all(Path(a).read_bytes() == PNG for a in answers) and not any(".partial" in a for a in answers)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_killed_or_stopped_while_polling_then_rerun_polls_the_same_jobs(tmp_path, monkeypatch, signum):
     n = 3

@@ -15,6 +15,8 @@ from tests.conftest import read_jsonl, write_data_slice
 from tests.e2e import CANARY_KEY, exact_match_judge, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 
+pytestmark = pytest.mark.e2e
+
 N = 6
 TASK = "gsm8k_gpt4em"
 BASIC = "Basic " + base64.b64encode(b"alice:hunter2-basic-secret").decode()

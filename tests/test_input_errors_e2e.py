@@ -20,6 +20,8 @@ from tests.conftest import SHARED_DATA
 from tests.e2e import question_of, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 
+pytestmark = pytest.mark.e2e
+
 TASK = "gsm8k_gpt4em"
 
 

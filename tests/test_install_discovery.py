@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.e2e import run_together
+from tests.e2e import TIMEOUT_S, run_together
+
+pytestmark = pytest.mark.e2e
 
 TASK = "gsm8k_gpt4em"
 
@@ -50,7 +52,7 @@ def _run(bin_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     full_env = {k: v for k, v in os.environ.items() if k != "MATHJUDGE_NO_AUTOLOAD"}
     full_env.update({"HF_HUB_OFFLINE": "1", "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", **env})
     return subprocess.run([str(bin_dir / args[0]), *args[1:]], capture_output=True, text=True,
-                          env=full_env, cwd=bin_dir.parent, timeout=600)
+                          env=full_env, cwd=bin_dir.parent, timeout=TIMEOUT_S)
 
 
 def _wheel_install(tmp_path):

@@ -39,6 +39,7 @@ def _judged(tmp, root, docs, name, snapshot, cache=None, server=None):
     return run
 
 
+@pytest.mark.e2e
 def test_reported_snapshots_are_recorded_and_mixed_ones_are_not_ranked(tmp_path, capsys):
     root = write_data_slice(tmp_path / "data", 3)
     docs = read_jsonl(root / "gsm8k" / "test.jsonl")

@@ -30,6 +30,8 @@ from tests.e2e import CANARY_KEY
 from tests.loopback import ChatCompletionsServer, GeminiServer
 from tests.reports_fixtures import run_cli
 
+pytestmark = pytest.mark.e2e
+
 GEMINI_CANARY = "AIza-canary-gemini-0123456789abcdef"
 HOST_CANARY = "host-canary-5f1e9a"  # the content of our /etc/hostname look-alike
 

@@ -101,6 +101,7 @@ def test_mean_interval_is_over_the_values_given():
 
 
 # ---------------------------------------------------------------------- equivalence classes (local rule)
+@pytest.mark.local_judge
 @pytest.mark.parametrize("gold, responses, classes", [
     ("1/2", ["so \\boxed{1/2}", "the answer is 0.5", "\\boxed{\\frac12}", "\\boxed{\\frac{1}{2}}", "\\boxed{2}"],
      [0, 0, 0, 0, 1]),

@@ -10,6 +10,8 @@ import pytest
 from lm_eval_mathjudge.core.data_sets import gsm8k_answer
 from tests.conftest import read_jsonl, write_data_slice
 
+pytestmark = pytest.mark.e2e
+
 TASK = "gsm8k_gpt4em"
 
 

@@ -32,8 +32,9 @@ LAYERS = (
     "settings",
     "compat",
     "core",
+    "vendors",  # the vendor records: data only, below everything that reads them
 )
-SDKS = ("openai", "google.genai", "google.auth", "google.api_core", "httpx", "httpx2", "httpcore", "httpcore2")
+SDKS = ("openai", "anthropic", "google.genai", "google.auth", "google.api_core", "httpx", "httpx2", "httpcore", "httpcore2")
 SDK_ROOMS = ("backends", "generators")
 
 

@@ -24,6 +24,7 @@ from lm_eval_mathjudge.calls.limits import AdaptiveGate, BackendLimits, WindowLi
 from lm_eval_mathjudge.calls.retry import RetryPolicy
 from lm_eval_mathjudge.core.types import JudgeRequest, Reply
 from tests._helpers import REPLY_CORRECT
+from tests.e2e import THREAD_WAIT_S
 
 MARGIN = 1 + pool.WINDOW_MARGIN
 
@@ -217,12 +218,12 @@ def test_a_retry_enters_the_gate_before_fresh_calls():
     retry.start()
     _wait_until(lambda: gate._retries_waiting == 1)
     gate.release(first, "ok")
-    fresh.join(10)
-    retry.join(10)
+    fresh.join(THREAD_WAIT_S)
+    retry.join(THREAD_WAIT_S)
     assert order == ["retry", "fresh"]
 
 
-def _wait_until(condition, limit: float = 10.0) -> None:
+def _wait_until(condition, limit: float = THREAD_WAIT_S) -> None:
     deadline = time.monotonic() + limit
     while not condition():
         assert time.monotonic() < deadline, "condition never became true"

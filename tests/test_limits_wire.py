@@ -64,6 +64,7 @@ def test_a_rate_limited_judge_at_concurrency_32_loses_no_sample(limited_server, 
     assert limited_server.max_in_flight <= 32
 
 
+@pytest.mark.e2e
 def test_lm_eval_run_against_a_rate_limited_judge_scores_every_sample(limited_server, data_slice, tmp_path):
     data_dir = data_slice(40)
     replay = data_dir / "replay.jsonl"

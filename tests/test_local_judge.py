@@ -10,6 +10,8 @@ from lm_eval_mathjudge.core.errors import ConfigError
 from tests._helpers import rule_outcome
 from tests.conftest import DATASETS, read_jsonl
 
+pytestmark = pytest.mark.local_judge
+
 
 @pytest.fixture(scope="module")
 def backend():

@@ -22,7 +22,7 @@ from lm_eval_mathjudge.core.parsing import parse_exact_match
 from lm_eval_mathjudge.core.types import JudgeRequest
 from tests._helpers import rule_outcome
 from tests.conftest import read_jsonl
-from tests.e2e import run_lm_eval
+from tests.e2e import TIMEOUT_S, run_lm_eval
 
 REPO = Path(__file__).resolve().parents[1]
 LIMIT = 4.0  # seconds; a normal comparison takes milliseconds
@@ -36,7 +36,8 @@ NORMAL = [("18", "So she makes 9 * 2 = \\boxed{18} dollars.", True),
           ("3", "Hence x = \\boxed{4}.", False),
           ("\\frac{1}{2}", "The probability is $\\boxed{0.5}$.", True)]
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find workers")
+pytestmark = [pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find workers"),
+              pytest.mark.e2e]  # what is tested is the worker process: its time limit, its death, its parent's
 
 
 def request(answer: str, response: str) -> JudgeRequest:
@@ -140,7 +141,7 @@ def test_the_overrunning_worker_is_killed_and_replaced(backend):
     with pytest.raises(JudgeRefusal) as info:
         backend.complete(request(EXPRESSION, HOSTILE[2]))
     assert info.value.kind == "timeout"
-    assert not wait_gone(before, 5)  # the worker that overran is gone, not left computing
+    assert not wait_gone(before, TIMEOUT_S)  # the worker that overran is gone, not left computing
     assert verdict(backend, "18", "\\boxed{18}") is True  # a fresh worker takes over
     assert workers_of(os.getpid()) and not workers_of(os.getpid()) & before
 
@@ -157,10 +158,8 @@ def test_a_worker_that_dies_mid_item_fails_only_that_sample(backend):
 
 def test_a_numeric_gold_refuses_hostile_expressions_without_computing_them(backend):
     warm(backend, 1)
-    for response in HOSTILE:
-        start = time.monotonic()
+    for response in HOSTILE:  # a verdict, not the time-out that computing them would end in
         found = rule_outcome(backend, "18", response)
-        assert time.monotonic() - start < LIMIT / 2
         assert found.outcome == "undecided" and "not a single number" in found.analysis
 
 
@@ -170,7 +169,7 @@ def test_close_leaves_no_worker_behind():
     pids = workers_of(os.getpid())
     assert len(pids) == 2
     judge.close()
-    assert not wait_gone(pids, 5)
+    assert not wait_gone(pids, TIMEOUT_S)
 
 
 _ORPHAN = """
@@ -199,7 +198,7 @@ def test_workers_exit_when_their_parent_is_killed(state):
     finally:
         parent.kill()
         parent.wait()
-    assert not wait_gone(pids, 90), "a worker outlived its parent"
+    assert not wait_gone(pids, TIMEOUT_S), "a worker outlived its parent"
 
 
 def test_invalid_unicode_in_a_response_is_judged_per_sample(backend):
@@ -223,13 +222,11 @@ def test_the_cli_run_counts_a_hostile_response_and_scores_the_rest(shared_data, 
     records[1]["response"] += "\nSo the answer is $\\boxed{10^{10^{10}}}$."
     replay = tmp_path / "replay.jsonl"
     replay.write_text("".join(json.dumps(r) + "\n" for r in records))
-    start = time.monotonic()
     run = run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={replay}", "--tasks", "math500_gpt4em",
                        "--limit", "4", "--metadata", '{"judge_backend": "local"}', "--log_samples"],
                       {"MATHJUDGE_DATA_DIR": str(shared_data), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")},
-                      tmp_path / "out", timeout=600)
+                      tmp_path / "out")
     assert run.returncode == 0, run.stderr[-3000:]
-    assert time.monotonic() - start < 300
     samples = {s["doc_id"]: json.loads(s["filtered_resps"][0]) for s in run.samples("math500_gpt4em")}
     assert samples[1]["failure"] == "timeout"
     assert {d: s["verdict"]["correct"] for d, s in samples.items() if d != 1} == {0: True, 2: True, 3: True}

@@ -4,8 +4,6 @@ worker, and the message blamed a 120 s start-up limit although they had failed w
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from lm_eval_mathjudge.backends.local import LocalBackend
@@ -13,6 +11,8 @@ from lm_eval_mathjudge.core.errors import FatalJudgeError
 from lm_eval_mathjudge.core.parsing import parse_exact_match
 from lm_eval_mathjudge.core.types import JudgeRequest
 from tests.conftest import read_jsonl
+
+pytestmark = pytest.mark.e2e
 
 # What a working folder may hold by accident: modules named like the standard library's or this package.
 STRAYS = {
@@ -52,14 +52,12 @@ def test_a_worker_that_cannot_start_reports_its_own_error_at_once(tmp_path, monk
     (broken / "math_verify" / "__init__.py").write_text("raise ImportError('math_verify is half installed here')\n")
     monkeypatch.setenv("PYTHONPATH", str(broken))
     backend = LocalBackend(workers=1)
-    started = time.monotonic()
     try:
         with pytest.raises(FatalJudgeError) as caught:
             backend.complete(JudgeRequest(prompt="", fields={"answer": "18", "response": "\\boxed{18}"}))
     finally:
         backend.close()
-    assert time.monotonic() - started < 20  # not the 120 s start-up limit
     message = str(caught.value)
     assert "math_verify is half installed here" in message  # the worker's own error, from its stderr
-    assert "exited while starting" in message and "did not start within" not in message
+    assert "exited while starting" in message and "did not start within" not in message  # not the start-up limit
     assert caught.value.kind == "local_start"

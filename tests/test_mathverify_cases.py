@@ -35,11 +35,13 @@ def test_the_shipped_cases_are_the_upstream_set():
     assert set(NOT_DEFAULT) | set(POLICY) <= {c["id"] for c in CASES} and not set(NOT_DEFAULT) & set(POLICY)
 
 
+@pytest.mark.local_judge
 def test_no_expected_different_answer_is_credited(judged):
     credited = [c["id"] for c in CASES if c["expected"] == 0 and c["id"] not in NOT_DEFAULT and judged[c["id"]].correct]
     assert credited == []
 
 
+@pytest.mark.local_judge
 def test_expected_equal_answers_are_credited_but_for_the_policy_cases(judged):
     expected = [c for c in CASES if c["expected"] == 1 and c["id"] not in NOT_DEFAULT]
     missed = {c["id"]: judged[c["id"]].error or judged[c["id"]].verdict.analysis
@@ -48,6 +50,7 @@ def test_expected_equal_answers_are_credited_but_for_the_policy_cases(judged):
     assert len(expected) - len(missed) >= 212
 
 
+@pytest.mark.local_judge
 def test_a_policy_case_is_never_marked_incorrect_unless_two_finals_are_proved(judged):
     """Missed credits are undecided (an LLM judge decides them in a cascade), not wrong, except where
     the response commits to several different final answers."""
@@ -56,6 +59,7 @@ def test_a_policy_case_is_never_marked_incorrect_unless_two_finals_are_proved(ju
     assert all(judged[i].failure == "undecided" for i in POLICY if i not in incorrect)
 
 
+@pytest.mark.local_judge
 @pytest.mark.parametrize("case_id", ["test_yujianll.py::test_string_extraction[9]",
                                      "test_all.py::test_relations_math[20]", "test_all.py::test_relations_math[22]"])
 def test_equation_and_mathrm_golds_are_compared_whole(judged, case_id):

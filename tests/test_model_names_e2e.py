@@ -53,6 +53,7 @@ def test_the_media_model_takes_model_as_the_runs_name():
     assert get_model("mathjudge-media")(dir=str(DATA), model="painter") is not None
 
 
+@pytest.mark.e2e
 def test_named_runs_show_their_names_and_the_data_set_in_the_leaderboard(tmp_path):
     env = {"MATHJUDGE_DATA_DIR": str(DATA), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")}
     for name in ("first-model", "second model"):

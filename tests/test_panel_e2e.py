@@ -2,7 +2,8 @@
 
 Real GPT-3 solutions to GSM8K are replayed (no model server); the panel is the
 offline math-verify judge plus loopback OpenAI-protocol judges, reached through
-the real ``openai`` SDK. The math-verify judge agrees with the upstream labels
+the real ``openai`` SDK, or judges of three vendors (OpenAI, Gemini, Anthropic)
+each through its own SDK. The math-verify judge agrees with the upstream labels
 of the replayed file on every sample (tests/test_e2e_gsm8k.py), so each
 member's verdict, and each combination, is known in advance. The scenarios run side by
 side (tests/e2e.py Scenarios); each test checks its own.
@@ -19,8 +20,12 @@ from tests.conftest import SHARED_DATA, read_jsonl
 from tests.e2e import CANARY_KEY, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 
+pytestmark = pytest.mark.e2e
+
 N = 16
 TASK = "gsm8k_gpt4em"
+GEMINI_CANARY = "AIza-canary-panel-0123456789abcdef"
+ANTHROPIC_CANARY = "sk-ant-canary-panel-0123456789abcdef"
 PANEL_LABEL = "panel(majority: local:math-verify, openai:judge-yes, openai:judge-even)"
 
 
@@ -283,7 +288,88 @@ def test_vlm_panel_takes_the_majority_of_each_score_separately(replayed, scenari
     assert set(agreement) == {"intermediate_correct", "final_correct", "action_reflection"}
 
 
-SCENARIOS = {"test_panel_majority_keeps_every_member_verdict_and_reports_agreement": _majority_run,
+def _prompt(body: dict) -> str:
+    """The judge prompt of a chat-completions, Messages or generateContent request."""
+    if "contents" in body:
+        return body["contents"][0]["parts"][0]["text"]
+    content = body["messages"][-1]["content"]
+    return content if isinstance(content, str) else content[0]["text"]
+
+
+VENDOR_PANEL = [{"backend": "openai", "model": "judge-yes"}, {"backend": "gemini", "model": "gemini-2.5-pro"},
+                {"backend": "anthropic", "model": "claude-sonnet-4-6"}]
+PRICE = json.dumps({"judge-yes": {"input": 1.0, "output": 2.0}})  # the invented model's price; the others' are built in
+VENDOR_LABEL = "panel(majority: openai:judge-yes, gemini:gemini-2.5-pro, anthropic:claude-sonnet-4-6)"
+
+
+def _vendor_panel_runs(tmp_path):
+    """A panel of three vendors' judges, each through its own SDK and loopback server: judge-yes says Correct,
+    Gemini follows the upstream labels, Claude says Correct to even doc ids; then a dry run and a budget."""
+    from tests.loopback import AnthropicServer, GeminiServer
+
+    data_dir, outputs, labels, rows = _replayed()
+
+    def verdict_of(rule):
+        def respond(body: dict) -> str:
+            problem = _prompt(body).split("### Problem", 1)[1].split("### Reference solution", 1)[0]
+            return _verdict(rule(next(r["doc_id"] for r in rows if r["question"].strip() in problem)))
+        return respond
+
+    with ChatCompletionsServer(verdict_of(lambda d: True), models=["judge-yes"]) as openai_judge, \
+            GeminiServer(verdict_of(lambda d: labels[d])) as gemini_judge, \
+            AnthropicServer(verdict_of(lambda d: d % 2 == 0), models=["claude-sonnet-4-6"]) as claude:
+        urls = [openai_judge.url, gemini_judge.origin, claude.url]
+        panel = [{**member, "base_url": url} for member, url in zip(VENDOR_PANEL, urls)]
+        env = {"MATHJUDGE_DATA_DIR": str(data_dir), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
+               "OPENAI_API_KEY": CANARY_KEY, "GEMINI_API_KEY": GEMINI_CANARY, "ANTHROPIC_API_KEY": ANTHROPIC_CANARY}
+
+        def lm_eval(name, **metadata):
+            return run_lm_eval(["--model", "mathjudge-replay", "--model_args", f"path={outputs}", "--tasks", TASK,
+                                "--limit", str(N), "--log_samples", "--metadata",
+                                json.dumps({"judge_panel": panel, "judge_prices": PRICE, **metadata})], env,
+                               tmp_path / name)
+
+        dry, poor = lm_eval("dry", judge_dry_run=True), lm_eval("poor", judge_budget_usd=0.0001)
+        def calls_made():
+            return [openai_judge.call_count, gemini_judge.generate_calls, claude.call_count]
+
+        sent_before = calls_made()
+        run = lm_eval("out")
+        calls = calls_made()
+        bodies = [r.body for r in claude.requests if r.method == "POST"]
+    return tmp_path, dry, poor, sent_before, run, calls, bodies
+
+
+def test_a_panel_of_openai_gemini_and_anthropic_judges_runs_end_to_end(replayed, scenario):
+    _, _, labels, _ = replayed
+    tmp_path, dry, poor, sent_before, run, calls, bodies = scenario()
+    # The dry run prices all three judges (Claude's row included) and sends nothing; the budget refuses.
+    assert dry.returncode == 0 and sent_before == [0, 0, 0], dry.stderr[-3000:]
+    assert "anthropic:claude-sonnet-4-6" in dry.stderr and "no price for" not in dry.stderr
+    assert poor.returncode != 0 and "the judge estimate is above judge_budget_usd=0.0001" in poor.stderr
+    # The run: every member judged every sample once, each through its own SDK.
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert calls == [N, N, N]
+    assert all(b["model"] == "claude-sonnet-4-6" and b["temperature"] == 0 for b in bodies)
+    votes = {d: [True, labels[d], d % 2 == 0] for d in labels}
+    for doc, record in _records(run).items():
+        assert [m["judge"] for m in record["panel"]] == [f"{m['backend']}:{m['model']}" for m in VENDOR_PANEL]
+        assert [m["verdict"]["correct"] for m in record["panel"]] == votes[doc]
+        assert record["verdict"]["correct"] is (sum(votes[doc]) >= 2) and record["judge"] == VENDOR_LABEL
+    judge_meta = run.results()["configs"][TASK]["metadata"]["judge"]
+    assert judge_meta["pipeline"] == VENDOR_LABEL
+    claude_member = judge_meta["panel"]["members"][2]
+    assert claude_member["backend"] == "anthropic" and claude_member["endpoint"].startswith("http://127.0.0.1:")
+    claude_cost = judge_meta["cost"]["judges"]["anthropic:claude-sonnet-4-6"]
+    assert claude_cost["price"]["input"] == 3.0 and claude_cost["usd"] > 0  # its usage, at its list price
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(k.encode() in data for k in (CANARY_KEY, GEMINI_CANARY, ANTHROPIC_CANARY)), path
+
+
+SCENARIOS = {"test_a_panel_of_openai_gemini_and_anthropic_judges_runs_end_to_end": _vendor_panel_runs,
+             "test_panel_majority_keeps_every_member_verdict_and_reports_agreement": _majority_run,
              "test_panel_ties_and_a_member_that_is_down_are_counted_failures": _tie_and_down_runs,
              "test_panel_min_one_tolerates_a_member_that_is_down": _min_one_run,
              "test_cascade_sends_only_rejected_samples_to_the_llm_judge": _cascade_runs,

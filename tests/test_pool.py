@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from lm_eval_mathjudge.calls.workers import WINDOW_PER_WORKER, run_bounded
+from tests.e2e import THREAD_WAIT_S
 
 
 class Tracked(list):
@@ -30,7 +31,7 @@ def test_results_come_back_in_input_order(n, concurrency):
 
 def test_calls_in_flight_never_exceed_the_concurrency_and_reach_it():
     lock, state = threading.Lock(), {"now": 0, "peak": 0}
-    barrier = threading.Barrier(4, timeout=10)
+    barrier = threading.Barrier(4, timeout=THREAD_WAIT_S)
 
     def fn(x):
         with lock:
@@ -52,7 +53,7 @@ def test_items_are_taken_a_window_ahead_not_all_at_once():
 
     def fn(x):
         if x == 0:  # the first call holds the run up while the others finish: what was taken by then?
-            release.wait(10)
+            release.wait(THREAD_WAIT_S)
             seen.append(items.taken)
         else:
             if items.taken >= 3 * WINDOW_PER_WORKER * 2 and not release.is_set():

@@ -38,6 +38,7 @@ def _cli(*args: str, cache_dir) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, check=True)
 
 
+@pytest.mark.e2e
 def test_cache_clear_removes_only_the_cache_and_keeps_saved_generations(tmp_path):
     cache = ReplyCache(str(tmp_path))
     cache.put("k", Reply(text="Error Analysis: ok\nFinal Verdict: Correct"), "local:math-verify")

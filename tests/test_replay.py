@@ -186,6 +186,7 @@ def _cli(tmp_path: Path, replay: Path, name: str):
                        tmp_path / name)
 
 
+@pytest.mark.e2e
 def test_doc_id_only_records_are_judged_through_the_cli_and_a_bad_line_is_one_clean_error(tmp_path):
     rows = read_jsonl(write_data_slice(tmp_path / "data", 5) / "gsm8k" / "test.jsonl")
     gold = [r["answer"].split("####")[-1].strip().replace(",", "") for r in rows]

@@ -10,6 +10,8 @@ from lm_eval_mathjudge.__main__ import main
 from tests.conftest import SHARED_DATA, read_jsonl
 from tests.reports_fixtures import expected_correct, three_runs
 
+pytestmark = pytest.mark.e2e
+
 LABELS = SHARED_DATA / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"  # upstream is_correct labels
 
 

@@ -80,6 +80,7 @@ def runs(tmp_path_factory):
     return {"a": a, "b": b, "c": c, "d": d, "root": root, "docs": docs, "flipped": flipped, "tmp": tmp}
 
 
+@pytest.mark.e2e
 def test_drift_between_two_snapshots_counts_the_three_flipped_verdicts(runs, capsys):
     assert main(["drift", str(runs["a"]), str(runs["b"]), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -103,6 +104,7 @@ def test_drift_between_two_snapshots_counts_the_three_flipped_verdicts(runs, cap
     assert "no evidence that the judge credits more or fewer" in table and "DIFFERENT JUDGES" not in table
 
 
+@pytest.mark.e2e
 def test_two_different_judges_are_said_to_be_a_judge_comparison_not_drift(runs, capsys):
     """gpt-4o against gpt-4o-mini on the same responses: their differences are two judges', not drift."""
     assert main(["drift", str(runs["a"]), str(runs["d"]), "--json"]) == 0
@@ -117,6 +119,7 @@ def test_two_different_judges_are_said_to_be_a_judge_comparison_not_drift(runs, 
     assert "**DIFFERENT JUDGES** (openai:gpt-4o @" in table and "`mathjudge agreement A B`" in table
 
 
+@pytest.mark.e2e
 def test_the_same_judge_twice_shows_no_drift(runs, capsys):
     assert main(["drift", str(runs["a"]), str(runs["a"]), "--json"]) == 0
     (task,) = json.loads(capsys.readouterr().out)["tasks"]
@@ -124,6 +127,7 @@ def test_the_same_judge_twice_shows_no_drift(runs, capsys):
     assert "no sign of judge drift" in task["conclusion"] and f"both judged by {SNAP_A}" in task["conclusion"]
 
 
+@pytest.mark.e2e
 def test_runs_of_different_responses_are_refused_as_a_model_diff(runs, capsys):
     assert main(["drift", str(runs["a"]), str(runs["c"])]) == 2
     err = capsys.readouterr().err
@@ -173,6 +177,7 @@ def test_with_k_samples_the_interval_and_the_test_count_problems(docs):
             stats.wilson_interval(sum(lost + gained > 0 for lost, gained, _ in docs), len(docs)))
 
 
+@pytest.mark.e2e
 def test_drift_with_k_samples_per_problem_counts_problems(runs, tmp_path, capsys):
     """4 samples per problem, the 3 flipped problems flipping whole: 12 of 24 verdicts, but 3 of 6 problems."""
     k = 4
@@ -191,6 +196,7 @@ def test_drift_with_k_samples_per_problem_counts_problems(runs, tmp_path, capsys
     assert "4 samples per problem: the interval and the test count problems" in capsys.readouterr().out
 
 
+@pytest.mark.e2e
 def test_the_canary_rejudges_a_seeded_sample_against_a_judge_that_now_differs(runs):
     from tests.loopback import ChatCompletionsServer
 
@@ -215,6 +221,7 @@ def test_the_canary_rejudges_a_seeded_sample_against_a_judge_that_now_differs(ru
         assert first["responses"] == second["responses"] == 2 and first["metrics"] == second["metrics"]
 
 
+@pytest.mark.e2e
 def test_the_canary_judges_with_the_judge_the_run_recorded_unless_told_otherwise(runs):
     """Run A was judged by gpt-4o; the canary must not fall back to the default judge model."""
     from tests.loopback import ChatCompletionsServer

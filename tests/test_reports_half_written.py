@@ -19,6 +19,8 @@ from lm_eval_mathjudge.__main__ import main
 from lm_eval_mathjudge.reports import rejudge
 from tests.reports_fixtures import three_runs
 
+pytestmark = pytest.mark.e2e
+
 TASK = "gsm8k_gpt4em"
 LATER = "2099-01-01T00-00-00.000000"  # the rerun's time stamp: newer than the run's own
 

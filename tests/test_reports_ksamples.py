@@ -20,6 +20,8 @@ from lm_eval_mathjudge.core.data_sets import gsm8k_answer
 from lm_eval_mathjudge.core.errors import ConfigError
 from tests.conftest import read_jsonl, write_data_slice
 
+pytestmark = pytest.mark.e2e
+
 TASK = "gsm8k_gpt4em"
 CORRECT = {"model-a": (4, [4, 3, 2, 1, 0, 4]), "model-b": (4, [2, 1, 2, 0, 0, 1]), "model-c": (2, [2, 1, 1, 0, 0, 2])}
 

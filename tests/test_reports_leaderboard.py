@@ -22,6 +22,7 @@ import pytest
 from lm_eval_mathjudge.__main__ import main
 from tests.conftest import REPO, SHARED_DATA
 from tests.reports_fixtures import MODELS, three_runs
+from tests.e2e import TIMEOUT_S
 
 DATA_FILE = SHARED_DATA / "gsm8k" / "test.jsonl"  # where the runs' docs come from (MATHJUDGE_DATA_DIR)
 
@@ -48,6 +49,7 @@ def _csv(board: Path) -> list[dict]:
     return list(csv.DictReader(io.StringIO((board / "leaderboard.csv").read_text())))
 
 
+@pytest.mark.e2e
 def test_csv_has_a_row_per_model_task_metric_ranked_with_tests_against_the_top(board):
     rows = _csv(board)
     assert set(rows[0]) >= {"model", "task", "metric", "n", "value", "ci_low", "ci_high", "p_value"}
@@ -69,6 +71,7 @@ def test_csv_has_a_row_per_model_task_metric_ranked_with_tests_against_the_top(b
     assert float(verifier["diff_ci_low"]) <= -0.10 <= float(verifier["diff_ci_high"]) < 0  # significant
 
 
+@pytest.mark.e2e
 def test_markdown_table_is_ranked_and_names_the_methods(board):
     text = (board / "leaderboard.md").read_text()
     lines = [line for line in text.splitlines() if line.startswith("| ")]
@@ -87,6 +90,7 @@ def _png_chunks(data: bytes):
         pos += 12 + length
 
 
+@pytest.mark.e2e
 def test_png_is_a_real_image_with_the_bars(board):
     data = (board / "leaderboard.png").read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
@@ -106,6 +110,7 @@ def test_png_is_a_real_image_with_the_bars(board):
         assert tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)) in colours
 
 
+@pytest.mark.e2e
 def test_svg_parses_and_has_a_bar_and_an_error_bar_per_model(board):
     root = ET.parse(board / "leaderboard.svg").getroot()
     assert root.tag == f"{SVG}svg"
@@ -145,6 +150,7 @@ class _Tables(HTMLParser):
             self._cell.append(data)
 
 
+@pytest.mark.e2e
 def test_html_page_renders_the_table_in_a_headless_browser(board):
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
@@ -154,7 +160,7 @@ def test_html_page_renders_the_table_in_a_headless_browser(board):
     with tempfile.TemporaryDirectory() as profile:
         dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                               "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
-                              "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+                              "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=TIMEOUT_S).stdout
     parser = _Tables()
     parser.feed(dom)
     assert len(parser.tables) == 1
@@ -165,6 +171,7 @@ def test_html_page_renders_the_table_in_a_headless_browser(board):
     assert "<svg" in dom and dom.count('class="bar"') == 3
 
 
+@pytest.mark.e2e
 def test_runs_judged_differently_are_refused_unless_allowed(runs, tmp_path, capsys):
     # A copy of one run whose judge used another prompt version (as after a prompt edit).
     other = tmp_path / "other"
@@ -184,21 +191,23 @@ def test_runs_judged_differently_are_refused_unless_allowed(runs, tmp_path, caps
     assert "judged differently" in (tmp_path / "b" / "leaderboard.md").read_text()
 
 
+@pytest.mark.e2e
 def test_without_matplotlib_the_png_is_skipped_with_the_install_hint(runs, tmp_path):
     code = ("import sys; sys.modules['matplotlib'] = None\n"  # import matplotlib -> ImportError
             "from lm_eval_mathjudge.__main__ import main\n"
             f"sys.exit(main(['leaderboard', {str(runs.run_dir('gpt3-fixed'))!r}, '--out', {str(tmp_path)!r}]))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
     # this test environment is an editable install of the checkout: the hint installs the extra from it
     assert f"pip install -e '{REPO}[report]'" in proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["leaderboard.csv", "leaderboard.html", "leaderboard.md", "leaderboard.svg"]
 
 
+@pytest.mark.e2e
 def test_console_script_runs_the_leaderboard(runs, tmp_path):
     script = Path(sys.executable).with_name("mathjudge")
     proc = subprocess.run([str(script), "leaderboard", str(runs.out), "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("# Leaderboard") and (tmp_path / "leaderboard.png").is_file()
     # the built-in predict-only run under runs.out has no scores: it is not a row
@@ -231,6 +240,7 @@ def test_the_matplotlib_hint_fits_how_the_package_was_installed(monkeypatch, dir
     assert expected in chart.png_hint()
 
 
+@pytest.mark.e2e
 def test_both_charts_label_the_y_axis_with_the_metric(board, runs, tmp_path, monkeypatch):
     root = ET.parse(board / "leaderboard.svg").getroot()
     [label] = [t for t in root.iter(f"{SVG}text") if t.get("class") == "ylabel"]

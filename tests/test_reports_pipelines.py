@@ -28,6 +28,8 @@ from tests.e2e import CANARY_KEY
 from tests.loopback import ChatCompletionsServer
 from tests.reports_fixtures import run_cli, variants
 
+pytestmark = pytest.mark.e2e
+
 LIMIT = 40
 JUDGE = "openai:strict-judge"
 CASCADE = f"cascade(local:math-verify → {JUDGE})"

@@ -85,6 +85,7 @@ def rejudged(rejudge_runs):
     return out, proc, calls, auth
 
 
+@pytest.mark.e2e
 def test_rejudged_run_is_in_lm_evals_format_under_the_original_model_name(rejudged):
     out, proc, calls, auth = rejudged
     files = [str(p) for p in out.rglob("*.json*")]
@@ -109,6 +110,7 @@ def test_rejudged_run_is_in_lm_evals_format_under_the_original_model_name(rejudg
     assert CANARY_KEY not in proc.stdout + proc.stderr
 
 
+@pytest.mark.e2e
 def test_agreement_of_the_two_judges_and_the_leaderboard_refuses_them_side_by_side(runs, rejudged, capsys, tmp_path):
     out, *_ = rejudged
     samples = read_jsonl(runs.samples_file("gpt3-mixed"))
@@ -137,6 +139,7 @@ def test_agreement_of_the_two_judges_and_the_leaderboard_refuses_them_side_by_si
     assert rows["gpt3-mixed.jsonl"]["judge"] == "openai:tolerant-judge" and rows["gpt3-mixed.jsonl"]["rank"] == "1"
 
 
+@pytest.mark.e2e
 def test_builtin_predict_only_gsm8k_run_is_judged_as_gsm8k_gpt4em(runs, rejudge_runs, tmp_path, capsys):
     out, proc = rejudge_runs["builtin"]
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -168,6 +171,7 @@ def test_bad_rejudge_input_says_what_to_do(tmp_path, capsys):
     assert "--metadata is not JSON" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_rejudge_prints_lm_evals_result_table(rejudged):
     out, proc, calls, auth = rejudged
     lines = proc.stdout.splitlines()
@@ -181,6 +185,7 @@ def test_rejudge_prints_lm_evals_result_table(rejudged):
     assert lines[-1].startswith("written ") and lines[-1].endswith(".json")
 
 
+@pytest.mark.e2e
 def test_rejudge_name_sets_the_recorded_model_name_and_refuses_two_models(runs, tmp_path, capsys):
     out = tmp_path / "named"
     env = {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache")}
@@ -195,6 +200,7 @@ def test_rejudge_name_sets_the_recorded_model_name_and_refuses_two_models(runs, 
     assert "--name names one model, but the samples files are of 2" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_rejudge_budget_and_dry_run_messages_name_only_what_rejudge_takes(runs, tmp_path):
     env = {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
            "OPENAI_API_KEY": CANARY_KEY}

@@ -12,6 +12,7 @@ import pytest
 
 from lm_eval_mathjudge.__main__ import main
 from lm_eval_mathjudge.reports.runs import ReportError, load_runs, model_name
+from tests.e2e import TIMEOUT_S
 
 KEY = "sk-canary-7f3d9c2b4a1e8f6d"
 
@@ -109,11 +110,12 @@ def test_missing_paths_and_empty_folders_say_what_to_pass(tmp_path, capsys):
         load_runs([str(tmp_path)])
 
 
+@pytest.mark.e2e
 def test_the_cli_imports_no_numpy_lm_eval_or_matplotlib_until_a_command_runs():
     code = ("import sys, lm_eval_mathjudge.__main__ as m, lm_eval_mathjudge.reports.cli\n"
             "try:\n    m.main(['leaderboard', '--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(n for n in ('numpy', 'lm_eval', 'matplotlib', 'openai') if n in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 

@@ -67,6 +67,7 @@ def _cut(path: Path, lines: int, mid_record: bool) -> None:
     path.write_text("".join(kept[:lines]) + tail)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("damage, why", [
     ("cut-mid-record", "is incomplete (cut at line 41: 40 of 100 samples)"),
     ("cut-at-a-line", "is incomplete (40 of 100 samples)"),
@@ -97,6 +98,7 @@ def test_a_damaged_samples_file_gives_the_results_files_row_with_a_note(runs, tm
     assert "its samples file" in html_page and why.split(" (")[0] in html_page
 
 
+@pytest.mark.e2e
 def test_complete_samples_decide_value_n_and_interval_together(runs, tmp_path):
     """A results file that disagrees with its complete samples: the row is the samples' (58 of 100)."""
     top = _copy(runs, "gpt3-fixed", tmp_path / "top", "top")
@@ -137,6 +139,7 @@ def _unescaped_pipes(line: str) -> int:
     return len(re.findall(r"(?<!\\)(?:\\\\)*\|", line))
 
 
+@pytest.mark.e2e
 def test_hostile_model_names_are_text_in_every_output(runs, tmp_path):
     run_dirs = [_copy(runs, "gpt3-verifier", tmp_path / f"run{i}", name) for i, name in enumerate(HOSTILE)]
     rows, md, html_page = _board(tmp_path, *run_dirs)

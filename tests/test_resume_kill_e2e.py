@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, SHARED_DATA, read_jsonl
-from tests.e2e import LM_EVAL, MATHJUDGE, exact_match_judge, question_of, run_env
+from tests.e2e import LM_EVAL, MATHJUDGE, TIMEOUT_S, exact_match_judge, question_of, run_env
 from tests.loopback import ChatCompletionsServer
 
 pytestmark = [pytest.mark.e2e]
@@ -36,7 +36,6 @@ TASK = "gsm8k_gpt4em"
 N = 24  # docs (--limit)
 GOLD = {r["question"]: r["answer"].split("####")[-1].strip().replace(",", "")
         for r in read_jsonl(SHARED_DATA / "gsm8k" / "test.jsonl")}
-WAIT_S = 300.0
 KILL_AT = REPO / "tests" / "kill_at"  # sitecustomize: SIGKILL in the middle of lm-eval's final write
 
 
@@ -96,7 +95,7 @@ class Killed:
         self.lm.latency, self.judge.responder = 0.0, exact_match_judge
         model_before, judge_before, cached = len(self._asked()), self.judge.call_count, self.cached()
         env = run_env({"OPENAI_API_KEY": "sk-loopback"}) if new_shell else self.env()
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
         assert done.returncode == 0, (argv, done.stderr[-4000:])
         newest = max(self.out.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
         metrics = {name.split("::")[-1]: v for name, v in json.loads(newest.read_text())["results"].items()}[TASK]
@@ -122,14 +121,14 @@ def _killed(tmp: Path, lm, judge, *, stream: bool, when=None, kill_at: str | Non
     with open(log, "wb") as fh:
         proc = subprocess.Popen(_argv(lm, judge, run.out, stream), env=env, stdout=subprocess.DEVNULL, stderr=fh,
                                 start_new_session=True)
-    deadline = time.monotonic() + WAIT_S
+    deadline = time.monotonic() + TIMEOUT_S
     while when is not None and not when():
         assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
         assert time.monotonic() < deadline, "the run never reached the moment of the kill"
         time.sleep(0.01)
     if when is not None:
         os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.wait(timeout=WAIT_S) == -signal.SIGKILL, log.read_text(errors="replace")[-3000:]
+    assert proc.wait(timeout=TIMEOUT_S) == -signal.SIGKILL, log.read_text(errors="replace")[-3000:]
     run.stderr = log.read_text(errors="replace")
     return run
 
@@ -193,7 +192,7 @@ def test_a_kill_during_the_final_write_resumes_with_no_call_and_reports_skip_the
     assert resumed["asked"] == [] and resumed["judge_calls"] == 0
     _all_credited(resumed)
     board = subprocess.run([MATHJUDGE, "leaderboard", str(run.out), "--out", str(tmp_path / "board")],
-                           env=run.env(), capture_output=True, text=True, timeout=300)
+                           env=run.env(), capture_output=True, text=True, timeout=TIMEOUT_S)
     assert board.returncode == 0, board.stderr[-3000:]
     if kill_at == "results":  # the empty results file is skipped, by name
         [empty] = [p for p in run.out.rglob("results_*.json") if p.stat().st_size == 0]
@@ -205,6 +204,6 @@ def test_a_report_with_only_a_half_written_results_file_refuses_and_says_what_to
     with ChatCompletionsServer(model) as lm, ChatCompletionsServer(exact_match_judge) as judge:
         run = _killed(tmp_path, lm, judge, stream=True, kill_at="results")
     board = subprocess.run([MATHJUDGE, "leaderboard", str(run.out), "--out", str(tmp_path / "board")],
-                           env=run.env(), capture_output=True, text=True, timeout=300)
+                           env=run.env(), capture_output=True, text=True, timeout=TIMEOUT_S)
     assert board.returncode == 2 and "Traceback" not in board.stderr
     assert "is empty" in board.stderr and "mathjudge resume" in board.stderr

@@ -11,6 +11,8 @@ from lm_eval_mathjudge.backends.local import LocalBackend
 from tests._helpers import rule_outcome
 from tests.heldout_answers import GAMED, HONEST, HONEST_UNDECIDED, PROVED_DIFFERENT, UNDECIDABLE
 
+pytestmark = pytest.mark.local_judge
+
 
 @pytest.fixture(scope="module")
 def backend():

@@ -10,6 +10,8 @@ from lm_eval_mathjudge.backends.local import LocalBackend
 from tests._helpers import rule_outcome
 from tests.probe_answers import GAMED, HONEST, UNDECIDABLE
 
+pytestmark = pytest.mark.local_judge
+
 
 @pytest.fixture(scope="module")
 def backend():

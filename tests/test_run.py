@@ -26,19 +26,26 @@ from lm_eval_mathjudge.core.parsing import parse_exact_match, parse_vlm
 from lm_eval_mathjudge.calls.retry import RetryPolicy
 from lm_eval_mathjudge.core.types import JudgeRequest, Outcome
 from tests._helpers import REPLY_CORRECT, REPLY_INCORRECT
+from tests.e2e import THREAD_WAIT_S
 
 VLM_REPLY = ("INTERMEDIATE_CORRECT: 1\nFINAL_CORRECT: 1\nACTION_REFLECTION: 0\n"
              "EXPLANATION: The final answer 18 matches the official one.")
 
 
 class Clock:
-    """In-flight bookkeeping shared by every fake backend of a test (one pool or several?)."""
+    """In-flight bookkeeping shared by every fake backend of a test (one pool or several?).
 
-    def __init__(self):
-        self.lock = threading.Lock()
+    With ``width``, each call waits until ``width`` calls have been in flight together once: a pool
+    that wide fills at once, however busy the machine; a narrower one never gets there (the wait is
+    a safety net) and the test's count says so.
+    """
+
+    def __init__(self, width: int = 0):
+        self.lock = threading.Condition()
         self.in_flight: dict[str, int] = {}
         self.overlap: set[frozenset[str]] = set()  # sets of backends seen in flight together
         self.max_total = 0
+        self.width = width
 
     def enter(self, name: str) -> None:
         with self.lock:
@@ -46,6 +53,8 @@ class Clock:
             live = frozenset(n for n, c in self.in_flight.items() if c)
             self.overlap.add(live)
             self.max_total = max(self.max_total, sum(self.in_flight.values()))
+            self.lock.notify_all()
+            self.lock.wait_for(lambda: self.max_total >= self.width, timeout=THREAD_WAIT_S)
 
     def leave(self, name: str) -> None:
         with self.lock:
@@ -110,7 +119,7 @@ def job(name: str, judge: JudgeClient, texts: list[str], renders: list[int] | No
 
 
 def test_tasks_of_different_backends_share_one_pool_and_keep_their_own_outcomes():
-    clock = Clock()
+    clock = Clock(width=4)
     em = Backend("em-judge", clock, em_reply)
     vlm = Backend("vlm-judge", clock, lambda r: VLM_REPLY)
     jobs = [job("gsm8k_gpt4em", client(em), responses("gsm8k", 12)),
@@ -128,8 +137,8 @@ def test_tasks_of_different_backends_share_one_pool_and_keep_their_own_outcomes(
 
 
 def test_the_pool_is_as_wide_as_the_widest_client():
-    clock = Clock()
-    backend = Backend("em-judge", clock, em_reply, delay=0.05)
+    clock = Clock(width=6)
+    backend = Backend("em-judge", clock, em_reply)
     jobs = [job(f"t{k}", client(backend, concurrency=c), responses(f"t{k}", 10)) for k, c in enumerate((2, 6))]
     schedule.judge(jobs, "judging", progress=False)
     assert clock.max_total == 6
@@ -305,11 +314,11 @@ def test_a_panel_task_gets_a_cost_block_with_every_member():
 
 def test_panel_members_are_asked_at_once_inside_the_one_pool():
     """A panel is one request to the pool; its members are in flight together, not one after another."""
-    clock = Clock()
-    a, b = (Backend(name, clock, em_reply, delay=0.05) for name in ("judge-a", "judge-b"))
+    clock = Clock(width=3)  # a panel request (two members at once) beside a plain one
+    a, b = (Backend(name, clock, em_reply) for name in ("judge-a", "judge-b"))
     members = [client(a, concurrency=1), client(b, concurrency=1)]
     panel = Panel([("a", members[0]), ("b", members[1])], "majority", 2, lambda verdict: {})
-    plain = client(Backend("judge-c", clock, em_reply, delay=0.05), concurrency=2)  # the pool: 2 wide
+    plain = client(Backend("judge-c", clock, em_reply), concurrency=2)  # the pool: 2 wide
     texts = responses("p", 4)
     jobs = [schedule.Job.build("panel", panel, 4, lambda i: JudgeRequest(prompt=texts[i]), members),
             job("plain", plain, responses("q", 4))]

@@ -19,6 +19,8 @@ from tests.conftest import DATASETS, data_rows
 from tests.e2e import CANARY_KEY, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 
+pytestmark = pytest.mark.e2e
+
 N = 3  # docs per data set: doc 0 answered wrongly, docs 1 and 2 rightly
 TASKS = [f"{ds}_gpt4em" for ds in DATASETS]
 WRONG = "999999"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED_DATA, read_jsonl
-from tests.e2e import LM_EVAL, exact_match_judge, question_of, run_env, run_together
+from tests.e2e import LM_EVAL, TIMEOUT_S, exact_match_judge, question_of, run_env, run_together
 from tests.loopback import ChatCompletionsServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.e2e_versions]  # CacheHook and the filters through compat.py
@@ -52,7 +52,7 @@ def _run(tmp: Path, name: str, stream: bool) -> dict:
                 "--output_path", str(out), "--metadata", json.dumps(meta)]
         env = run_env({"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(cache),
                        "OPENAI_API_KEY": "sk-loopback"})
-        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
         model_times = [r.time for r in lm.requests if lm.is_model_call(r.method, r.path)]
         judge_times = [r.time for r in judge_server.requests if judge_server.is_model_call(r.method, r.path)]
         model_replies = lm.replies_sent

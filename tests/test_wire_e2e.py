@@ -27,6 +27,8 @@ from tests.e2e import CANARY_KEY, LM_EVAL, Run, run_env
 from tests.loopback import ChatCompletionsServer
 from tests.loopback import wire_faults as faults
 
+pytestmark = pytest.mark.e2e
+
 N = 4
 assert N > UNRESPONSIVE_CALLS
 TASK = "gsm8k_gpt4em"

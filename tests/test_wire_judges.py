@@ -1,4 +1,4 @@
-"""Both judges through their real SDKs (openai, google-genai) and the JudgeClient, against loopback judges
+"""The judges through their real SDKs (openai, google-genai, anthropic) and the JudgeClient, against loopback judges
 that drip, flood, bomb and redirect: every bound ends in a named, counted failure, never cached.
 
 Deadlines run on a counting clock (``transport.CLOCK``: each reading advances it one second), so what is
@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
+from lm_eval_mathjudge.backends.anthropic.messages import AnthropicBackend
 from lm_eval_mathjudge.backends.gemini.online import GeminiBackend
 from lm_eval_mathjudge.backends.openai.chat import OpenAIChatBackend
 from lm_eval_mathjudge.backends.wire import transport
@@ -25,7 +26,7 @@ from lm_eval_mathjudge.judging.cache import ReplyCache
 from lm_eval_mathjudge.judging.client import JudgeClient
 from lm_eval_mathjudge.settings.schema import JudgeSettings
 from tests._helpers import isolate_gemini_sdk
-from tests.loopback import ChatCompletionsServer, GeminiServer
+from tests.loopback import AnthropicServer, ChatCompletionsServer, GeminiServer
 from tests.loopback import wire_faults as faults
 
 VERDICT = "Error Analysis: The final answer 18 matches the reference.\nFinal Verdict: Correct"
@@ -56,13 +57,18 @@ JUDGES = [
           {"backend": "openai", "model": "gpt-4-turbo-2024-04-09"}),
     Judge("gemini", GeminiServer, GeminiBackend, ":generateContent", "/models/",
           {"backend": "gemini", "model": "gemini-2.5-pro", "max_tokens": 1024}),
+    Judge("anthropic", AnthropicServer, AnthropicBackend, "/v1/messages", "/v1/models/",
+          {"backend": "anthropic", "model": "claude-sonnet-4-6"}),
 ]
+CALL_PATHS = {"openai": "/v1/chat/completions", "gemini": "/v1/models/gemini-2.5-pro:generateContent",
+              "anthropic": "/v1/messages"}
 
 
 @pytest.fixture(params=JUDGES, ids=[j.name for j in JUDGES])
 def kind(request, monkeypatch) -> Judge:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-0123456789abcdef")
-    for name in ("OPENAI_BASE_URL", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-canary-0123456789abcdef")
+    for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
         monkeypatch.delenv(name, raising=False)
     isolate_gemini_sdk(monkeypatch, "AIza-canary-0123456789abcdefXYZ")
     monkeypatch.setattr(client_module, "RetryPolicy", functools.partial(RetryPolicy, base_delay=0.0))
@@ -131,7 +137,8 @@ def test_a_redirect_to_another_origin_stops_the_judge_and_sends_nothing_there(ki
         target = elsewhere.url if kind.name == "openai" else elsewhere.origin
 
         def redirecting(body):
-            return {"wire": faults.redirect(307, target + "/v1/chat/completions")}
+            return {"wire": faults.redirect(307, target + ("/v1/chat/completions" if kind.name == "openai"
+                                                           else CALL_PATHS[kind.name]))}
 
         client, outcome, stored, calls = judge_once(kind, redirecting, tmp_path)
         assert elsewhere.requests == []  # the prompt (and the model's answer in it) never went there
@@ -146,8 +153,7 @@ def test_a_redirect_within_the_origin_is_followed(kind, tmp_path):
     def once_moved(body):
         if not first["done"]:
             first["done"] = True
-            path = "/v1/chat/completions" if kind.name == "openai" else "/v1/models/gemini-2.5-pro:generateContent"
-            return {"wire": faults.redirect(307, path + "?moved=1")}
+            return {"wire": faults.redirect(307, CALL_PATHS[kind.name] + "?moved=1")}
         return VERDICT
 
     _, outcome, stored, calls = judge_once(kind, once_moved, tmp_path)

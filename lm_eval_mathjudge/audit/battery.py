@@ -33,7 +33,7 @@ from typing import Any, Mapping, Sequence
 from ..core.data_sets import NO_SOLUTION
 from ..core.prompts import Template
 
-VERSION = 1
+VERSION = 2  # the files of earlier versions stay, so an old audit can be repeated: load(1)
 KINDS = ("attack", "right", "wrong")  # "right"/"wrong": controls an honest judge credits / refuses
 _NUMBER = re.compile(r"\d+")
 _MIN_CUT_WORDS = 5  # a cut shorter than this is no longer "a solution cut off"

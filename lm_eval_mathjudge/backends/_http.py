@@ -1,5 +1,5 @@
 """What the HTTP backends share: one table for what an error status means,
-and the check that a request's text can travel at all.
+the check that a request's text can travel at all, and a chat message's content parts.
 
     status                              error                 effect
     408 409 425 429, 5xx, odd < 400     TransientJudgeError   retried (Retry-After honoured)
@@ -21,12 +21,12 @@ server message, provider code); the wording of hints lives only here.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from ..calls.retry import parse_retry_after, transient_status
 from ..core.errors import FatalJudgeError, JudgeCallError, JudgeRefusal, TransientJudgeError, UnsendableRequest
 from ..core.redact import redact
-from ..core.types import JudgeRequest
+from ..core.types import JudgeRequest, Media
 
 MESSAGE_LIMIT = 500  # characters of server text kept in an error message
 
@@ -117,6 +117,17 @@ def _per_request_refusal(status: int, text: str, code: Any) -> JudgeRefusal | No
         if code in codes or any(p in lower for p in phrases):
             return JudgeRefusal(f"{text} ({why})", kind=kind, status=status)
     return None
+
+
+def message_content(request: JudgeRequest, image: Callable[[Media], Any]) -> Any:
+    """A chat message's content: the prompt alone, or text parts (the prompt, then the output given as
+    text) followed by ``image(m)`` for each medium, in the order the judges' templates expect."""
+    if not request.media and request.output_text is None:
+        return request.prompt
+    parts = [{"type": "text", "text": request.prompt}]
+    if request.output_text is not None:
+        parts.append({"type": "text", "text": request.output_text})
+    return parts + [image(m) for m in request.media]
 
 
 def check_text(request: JudgeRequest) -> None:

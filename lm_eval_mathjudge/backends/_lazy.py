@@ -28,6 +28,11 @@ class LazyClient:
                     self._sdk_client = self._build_client()
         return self._sdk_client
 
+    def connect(self) -> None:
+        """Build the SDK client now: one that cannot be built (no key, no Azure endpoint or API version,
+        no Vertex AI project) fails here, before generation."""
+        self._client  # noqa: B018 - the property builds it
+
     @property
     def sdk(self) -> Any:
         """The SDK client (built now if it was not), for the batch provider of the same service."""

@@ -1,5 +1,8 @@
 """Where a judge's requests go: the one rule, resolved the way each SDK resolves it, without the SDK.
 
+Each vendor record names its rule (``vendors.record.Endpoint``): most are ``plain`` (the base
+URL given, else the SDK's variable, else the default); the three below have rules of their own.
+
 The endpoint names the judge in cache keys, limits and the results, so every
 place that needs it asks here: ``sdk_endpoint`` (what the SDK client will
 target; None when only the SDK can tell), ``recorded_endpoint`` (what the
@@ -22,11 +25,12 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
+from .. import vendors
 from ..core.redact import public_url
 from ..settings.schema import JudgeSettings
+from ..vendors.record import Endpoint
 
-OPENAI_DEFAULT = "https://api.openai.com/v1"
-GEMINI_DEFAULT = "https://generativelanguage.googleapis.com"
+GEMINI_DEFAULT = vendors.GEMINI.endpoint.default
 # google-genai's switches to Vertex AI, the first one set wins (its _api_client.BaseApiClient).
 VERTEX_SWITCHES = ("GOOGLE_GENAI_USE_ENTERPRISE", "GOOGLE_GENAI_USE_VERTEXAI")
 _SWITCH_ON = ("true", "1")  # compared after lower(), never stripped: the SDK's own test
@@ -45,11 +49,28 @@ def on_vertex(environ: Mapping[str, str] | None = None) -> bool:
 def sdk_endpoint(settings: JudgeSettings, environ: Mapping[str, str] | None = None) -> str | None:
     """The endpoint the backend's SDK client will target; None when only the SDK can tell (or no SDK)."""
     environ = os.environ if environ is None else environ
-    if settings.backend in ("openai", "azure"):
+    endpoint = _endpoint_of(settings.backend)
+    if endpoint is None:
+        return None
+    if endpoint.rule in ("openai", "azure"):
         return _openai(settings, environ)
-    if settings.backend == "gemini":
+    if endpoint.rule == "gemini":
         return _gemini(settings, environ)
-    return None
+    return public_url(plain_url(settings, environ))
+
+
+def plain_url(settings: JudgeSettings, environ: Mapping[str, str] | None = None) -> str:
+    """The plain rule: the base URL given, else the vendor's variable, else its default (no trailing slash).
+    The URL itself, for the SDK client (the results and cache keys name it by ``public_url``)."""
+    environ = os.environ if environ is None else environ
+    endpoint = _endpoint_of(settings.backend)
+    url = settings.base_url or (environ.get(endpoint.variable) if endpoint.variable else None) or endpoint.default
+    return str(url).rstrip("/")
+
+
+def _endpoint_of(backend: str) -> Endpoint | None:
+    vendor = vendors.get(backend)
+    return vendor.endpoint if vendor is not None else None
 
 
 def recorded_endpoint(settings: JudgeSettings, environ: Mapping[str, str] | None = None) -> str | None:
@@ -59,17 +80,18 @@ def recorded_endpoint(settings: JudgeSettings, environ: Mapping[str, str] | None
     ``vertex:<project or ->/<location or global>`` on Vertex AI, the Azure endpoint as given."""
     environ = os.environ if environ is None else environ
     known = sdk_endpoint(settings, environ)
-    if known is not None or settings.backend not in ("openai", "azure", "gemini"):
+    endpoint = _endpoint_of(settings.backend)
+    if known is not None or endpoint is None:
         return known
-    if settings.backend == "gemini" and on_vertex(environ):
+    if endpoint.rule == "gemini" and on_vertex(environ):
         project, location = environ.get("GOOGLE_CLOUD_PROJECT"), environ.get("GOOGLE_CLOUD_LOCATION")
-        custom = settings.base_url or environ.get("GOOGLE_GEMINI_BASE_URL")
+        custom = settings.base_url or environ.get(endpoint.variable)
         if not custom:
             return _vertex_name(project, location)
         # The SDK keeps project and location for a Google host (a regional endpoint), else sends to the bare URL.
         google_host = custom.endswith(".googleapis.com") and project and location
         return f"{_vertex_name(project, location)} at {public_url(custom)}" if google_host else public_url(custom)
-    url = settings.base_url or environ.get("AZURE_OPENAI_ENDPOINT" if settings.backend == "azure" else "OPENAI_BASE_URL")
+    url = settings.base_url or environ.get(endpoint.variable or "")
     return public_url(url) if url else None
 
 
@@ -92,7 +114,7 @@ def _vertex_name(project: str | None, location: str | None) -> str:
 def _gemini(settings: JudgeSettings, environ: Mapping[str, str]) -> str | None:
     # The client reads GOOGLE_GEMINI_BASE_URL even on Vertex AI when the switch comes from the
     # environment (get_base_url sees vertexai=None), and GOOGLE_VERTEX_BASE_URL only when asked in code.
-    custom = settings.base_url or environ.get("GOOGLE_GEMINI_BASE_URL")
+    custom = settings.base_url or environ.get(vendors.GEMINI.endpoint.variable)
     if not on_vertex(environ):
         return public_url(custom or GEMINI_DEFAULT)
     project, location = environ.get("GOOGLE_CLOUD_PROJECT"), environ.get("GOOGLE_CLOUD_LOCATION")
@@ -102,14 +124,15 @@ def _gemini(settings: JudgeSettings, environ: Mapping[str, str]) -> str | None:
 
 def _openai(settings: JudgeSettings, environ: Mapping[str, str]) -> str | None:
     """As ``public_url(str(client.base_url))``: the SDK's URL type (httpx2) adds a slash, drops a default port."""
-    if settings.backend == "azure":
-        endpoint = settings.base_url or environ.get("AZURE_OPENAI_ENDPOINT")
+    rule = _endpoint_of(settings.backend)
+    if rule.rule == "azure":
+        endpoint = settings.base_url or environ.get(rule.variable)
         if endpoint is None:
             return None  # the SDK raises: let it say so
         url = f"{endpoint.rstrip('/')}/openai"
     else:
-        url = settings.base_url or environ.get("OPENAI_BASE_URL")
-        url = OPENAI_DEFAULT if url is None else url
+        url = settings.base_url or environ.get(rule.variable)
+        url = rule.default if url is None else url
     try:
         import httpx2  # the URL type of openai >= 3; imported by huggingface_hub in every lm-eval run
     except ImportError:

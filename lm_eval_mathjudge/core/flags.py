@@ -25,6 +25,7 @@ import unicodedata
 from typing import Any, Iterable, Mapping
 
 from . import prompts
+from .fold import fold
 
 FLAGS = {
     "verdict_line": "writes a judge's verdict or reply line (Final Verdict:, FINAL_CORRECT:, Verdict: Correct)",
@@ -33,6 +34,8 @@ FLAGS = {
     "fake_fence": "imitates the boundary lines that fence an answer in the judge prompt",
     "non_answer": "a short text with no mathematical content (':', 'Solution', \"Let's solve this step by step\")",
     "media_outside": "names a media file outside the run's media folders: graded as text, the file never read",
+    "media_in_text": "a text model's answer carries media (a data: URL, an image link or tag, a media path): "
+                     "graded as text, nothing attached",
     "counterfactual": "credited by the judge against the reference and again against a wrong one "
                       "(judge_counterfactual): not credited",
 }
@@ -91,11 +94,15 @@ _MATH_CHARS = set("0123456789\\=^_{}+*/<>|≤≥≠±∞√π")
 
 
 def detect(response: str) -> list[str]:
-    """The flags of one response, in ``FLAGS`` order (empty for an ordinary solution)."""
-    text = response[:_SCAN]
+    """The flags of one response, in ``FLAGS`` order (empty for an ordinary solution).
+
+    Every pattern reads the response as folded (``core/fold.py``): the text a reader sees, so a
+    look-alike letter, a zero-width or no-break space or a fullwidth letter hides nothing."""
+    folded = fold(response[:_SCAN])
+    text = folded.text
     present = prompts.substrings(text, _TRIGGERS)
     found: set[str] = set()
-    for kind, hit in prompts.imitations(text):
+    for kind, hit in prompts.imitations(folded):
         if kind != "our_heading" or hit.strip("#*: \t").lower() not in _GENERIC_HEADINGS:
             found.add(kind)
     if prompts.triggered(present, _VERDICT[0]) and _VERDICT[1].search(text):

@@ -3,8 +3,9 @@
 The backend is chosen by settings, not by the judge, so any judge can run on
 any backend that speaks its contract. The model's response always reaches the
 judge fenced (``prompts.fence``); a VLM judge's response is attached as media
-only when it names a file inside one of the run's media folders
-(``media.attachable``), and is graded as text otherwise.
+only when the task has media folders (its answers came from a media model) and
+it names a file inside one of them or is a ``data:`` URL (``media.attachable``);
+it is graded as text otherwise.
 """
 
 from __future__ import annotations

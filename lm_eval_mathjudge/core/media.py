@@ -9,14 +9,19 @@ A response is a media reference when its whole text is one of
 An ``http(s)://`` URL ending in a media extension is recognised too (and never
 fetched: ``load_media`` refuses it).
 
-Anything else is judged as text. A media reference is attached only from where
-media belong (``attachable``): a data URL carries its own bytes; a local path
-or ``file://`` URL only when its real location (``..`` and symlinks resolved)
-is inside one of the run's media folders: the generator's ``media_dir``, the
-``mathjudge-media`` folder, the folders of ``judge_media_dirs``. Any other path,
-and any remote URL, is graded as text and never read (``refused`` says so, for
-the sample's flags): a text model must not be able to make the harness send a
-local file to the judge.
+Anything else is judged as text. Media come only from media models: a task
+whose answers came from a text model has no media folders, and nothing in its
+answers is ever attached, not a path, not a URL, not a ``data:`` URL. When the
+task has media folders (the generator's ``media_dir``, the ``mathjudge-media``
+folder, the folders of ``judge_media_dirs``), a reference is attached only from
+there (``attachable``): a data URL carries its own bytes; a local path or
+``file://`` URL only when its real location (``..`` and symlinks resolved) is
+inside one of those folders. Any other path, and any remote URL, is graded as
+text and never read (``refused`` says so, for the sample's flags): a text model
+must not be able to make the harness send a local file, or an image of its
+choice, to the judge. ``embedded`` tells when a text answer carries media in
+any wrapping (bare, a markdown image or link, an HTML tag, angle brackets), for
+the ``media_in_text`` flag.
 
 A reference inside a media folder that cannot be sent (missing, unreadable,
 empty, too large, or bytes that are not what the name says) raises
@@ -42,6 +47,7 @@ from typing import BinaryIO, Callable, Sequence
 from urllib.parse import unquote, urlsplit
 
 from .errors import MediaError
+from .fold import folded
 from .types import Media
 
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
@@ -52,6 +58,17 @@ MAX_VIDEO_BYTES = 2 * 1024 ** 3  # the Gemini File API's per-file limit
 
 _ALL_TYPES = {**IMAGE_TYPES, **VIDEO_TYPES}
 _DATA_URL = re.compile(r"^data:([\w.+-]+/[\w.+-]+);base64,(.*)$", re.DOTALL)
+# Media in a text answer, over its folded, lower-cased text (``embedded``).
+_EXTENSIONS = frozenset(_ALL_TYPES) | {".svg", ".bmp", ".tif", ".tiff", ".avif", ".heic", ".ico", ".mkv", ".avi",
+                                       ".m4v", ".mpg", ".mpeg", ".ogv"}
+_TOKEN = re.compile(r"[^\s<>()\[\]\"'`]+")  # a path or URL ends at a space, a bracket or a quote
+_EMBEDDED = tuple(re.compile(p) for p in (
+    r"(?<![a-z0-9])data[ \t]*:[ \t]*[a-z]+[ \t]*/[ \t]*[a-z0-9.+-]+[ \t]*[;,]",  # data:image/png;base64, and kin
+    r"!\[[^\[\]\n]{0,1000}\][ \t]*[(\[]",  # a markdown image, inline or by reference
+    r"<(?:img|image|video|audio|source|picture|svg|iframe|embed|object|track)(?=[\s/>])",  # HTML media
+    r"(?<![a-z0-9])(?:src|href|poster|srcset|data)[ \t]*=[ \t]*[\"']?[ \t]*(?:data:|[a-z][a-z0-9+.-]*://|/|\.|~)",
+))
+_EMBED_SCAN = 200_000  # characters looked at, as for the other flags
 _CHUNK = 1 << 20
 _TAIL = 1 << 16  # bytes read from a file's end for its end marker (some writers pad with NULs after it)
 BAD_MEDIA = "bad_media"  # the failure kind of bytes that fail the format check
@@ -72,8 +89,10 @@ def media_reference(response: str) -> str | None:
 
 
 def attachable(response: str, roots: Sequence[str]) -> str | None:
-    """The media reference to attach, or None: the response is then graded as text, and nothing is read."""
-    reference = media_reference(response)
+    """The media reference to attach, or None: the response is then graded as text, and nothing is read.
+
+    Without media folders (a text model's task) nothing is attached, whatever the response says."""
+    reference = media_reference(response) if roots else None
     if reference is None or reference.startswith("data:"):
         return reference
     path = local_path(reference)
@@ -86,6 +105,23 @@ def attachable(response: str, roots: Sequence[str]) -> str | None:
 def refused(response: str, roots: Sequence[str]) -> bool:
     """The response names media, but not from where media belong (``attachable``)."""
     return media_reference(response) is not None and attachable(response, roots) is None
+
+
+def embedded(response: str) -> bool:
+    """The text carries media as a reader would see it: a ``data:`` URL of any type anywhere (any case,
+    spaces around its punctuation), a markdown image, an HTML media tag or a link or source to a
+    media file, a path or URL of a media file, or a whole response that is one media reference."""
+    text = folded(response[:_EMBED_SCAN]).lower()
+    return (media_reference(text) is not None or any(p.search(text) for p in _EMBEDDED)
+            or any(_media_location(m.group()) for m in _TOKEN.finditer(text)))
+
+
+def _media_location(token: str) -> bool:
+    """A path (with a slash) or URL whose file is an image or video: ``/runs/q1.png``, ``https://x/a.gif?s=2``."""
+    if "/" not in token:
+        return False
+    path = token.split("?", 1)[0].split("#", 1)[0].rstrip(".,;:!*_")
+    return os.path.splitext(path)[1] in _EXTENSIONS
 
 
 def inside(root: str, path: str) -> bool:

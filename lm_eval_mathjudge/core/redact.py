@@ -14,9 +14,12 @@ import os
 import re
 from urllib.parse import urlsplit, urlunsplit
 
-SECRET_ENV_VARS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN", "GEMINI_API_KEY",
-                   "GOOGLE_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-# Any other variable named like a credential is scrubbed too (ANTHROPIC_API_KEY, MY_PROXY_TOKEN, ...).
+from .. import vendors
+
+# Every vendor record's key variables, and the Hugging Face tokens lm-eval's data loading reads.
+SECRET_ENV_VARS = (*dict.fromkeys(k for v in vendors.VENDORS if v.credentials for k in v.credentials.keys),
+                   "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+# Any other variable named like a credential is scrubbed too (MY_PROXY_TOKEN, ...).
 _SECRET_ENV_NAME = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$")
 _MIN_SECRET_LEN = 8  # shorter values ("1", "true", "EMPTY") would scrub ordinary words
 MASK = "***"

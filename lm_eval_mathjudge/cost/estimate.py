@@ -4,7 +4,7 @@
   OpenAI's tokenizers, a per-message overhead, the providers' image and video rules).
 * completion tokens (expected) = a typical verdict (``REPLY_TOKENS``: the
   contracts ask for two or four short lines) + the thinking a reasoning judge is
-  expected to spend (``expected_thinking``), at most ``max_tokens``. The typical
+  expected to spend (``expected_thinking``: its vendor record's rule), at most ``max_tokens``. The typical
   size, not ``max_tokens``, is the expectation because the contract is short and a
   reply that runs into the cap is rare (it is billed, and refused as a verdict);
   ``max_tokens`` per call gives the ceiling (``usd_max``), the most one ask can be billed.
@@ -20,19 +20,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
+from .. import vendors
 from ..core.types import JudgeRequest
-from ..settings.models import is_reasoning_model
 from ..settings.schema import judge_label
 from . import prices
 from .ledger import money
 from .token_rules import prompt_tokens
 
 REPLY_TOKENS = {"exact_match": 60, "vlm": 100}  # a typical verdict in each judge's contract
-# Expected thinking of a reasoning judge comparing two short answers: rough figures, per effort.
-# OpenAI's default effort is medium; Gemini 2.5 Pro/Flash think by default (dynamic budget).
-THINKING_BY_EFFORT = {"none": 0, "minimal": 100, "low": 400, "medium": 1000, "high": 3000}
-GEMINI_THINKING = 1000
-GEMINI_THINKERS = ("gemini-2.5-pro", "gemini-2.5-flash")  # flash-lite does not think unless asked
 
 
 
@@ -82,7 +77,7 @@ def estimate(requests: Iterable[JudgeRequest], settings: Any, *, judge: str | No
         n += 1
         if local:
             continue
-        tokens = prompt_tokens(request, settings.backend) + answer_tokens
+        tokens = prompt_tokens(request, settings.backend, settings.model) + answer_tokens
         reply = min(settings.max_tokens, REPLY_TOKENS.get(judge or contract_of(request), REPLY_TOKENS['vlm']) + thinking)
         prompt, completion = prompt + tokens, completion + reply
         for mode, so_far in by_mode.items():
@@ -132,17 +127,9 @@ def _sum_known(values: Iterable[float | None]) -> float | None:
 
 
 def expected_thinking(settings: Any) -> int:
-    """Thinking tokens a judge is expected to spend per call (0 for judges that do not think)."""
-    model = prices.normalise(settings.model)
-    if settings.backend == "gemini":
-        budget = getattr(settings, "thinking_budget", None)
-        if budget is None:  # the model's default: 2.5 Pro and Flash think, Flash-Lite and older models do not
-            thinks = model.startswith(GEMINI_THINKERS) and not model.startswith("gemini-2.5-flash-lite")
-            return GEMINI_THINKING if thinks else 0
-        return GEMINI_THINKING if budget == -1 else min(budget, GEMINI_THINKING)  # -1: dynamic
-    if settings.backend in ("openai", "azure") and is_reasoning_model(model):
-        return THINKING_BY_EFFORT.get(getattr(settings, "reasoning_effort", None) or "medium", 1000)
-    return 0
+    """Thinking tokens a judge is expected to spend per call (its vendor record's rule; 0 for judges that do not think)."""
+    vendor = vendors.get(settings.backend)
+    return vendor.expected_thinking(settings) if vendor is not None else 0
 
 
 def describe(estimate: Estimate) -> str:

@@ -1,9 +1,9 @@
 """What one judge token costs: a price table per model, and the user's overrides.
 
-Prices are USD per 1,000,000 tokens, from the providers' public list prices
-as they stood on ``PRICES_AS_OF``. They are written down from memory, not
-read from the providers: check them against the pricing pages before you rely on a figure,
-and override any of them with the ``prices`` setting (``judge_prices``):
+Prices are USD per 1,000,000 tokens, the providers' public list prices, each vendor's rows
+in its record (``vendors/<vendor>.py``) with the date they were read (``prices_as_of``; the
+OpenAI and Gemini rows were written down from memory). Check them against the pricing pages
+before you rely on a figure, and override any of them with the ``prices`` setting (``judge_prices``):
 
     MATHJUDGE_PRICES='{"gpt-4o": {"input": 2.5, "output": 10, "batch_input": 1.25, "batch_output": 5}}'
     MATHJUDGE_PRICES=/path/to/prices.yaml     # the same object, as a .json or .yaml file
@@ -13,13 +13,14 @@ Billing rules the table encodes:
 
 * ``input``: prompt tokens; ``output``: reply tokens *and* thinking/reasoning tokens
   (OpenAI reasoning models and Gemini 2.5 bill hidden thinking as output).
-* ``batch_input`` / ``batch_output``: the OpenAI Batch API and Gemini Batch Mode
-  (half the online price for both providers on every model listed here).
+* ``batch_input`` / ``batch_output``: the OpenAI Batch API, Gemini Batch Mode and Anthropic's
+  Message Batches (half the online price on every model listed here).
 * ``cached_input``: prompt tokens the provider served from its prompt cache.
   Judge prompts are mostly distinct, so this matters little; None = no discount known.
 * ``long_input`` / ``long_output`` above ``long_threshold`` prompt tokens: Gemini
-  2.5 Pro's higher tier (a request whose prompt is above 200k tokens costs more,
-  on all of its tokens). Judge prompts are far below it except for long videos.
+  2.5 Pro's higher tier above 200k tokens, Claude Haiku 5.5's above 100k (a request
+  whose prompt is above it costs more, on all of its tokens). Judge prompts are far
+  below them except for long videos.
 
 A model with no row here and no override has no price: its cost is None
 ("unknown"), never a guess. The local judge (math-verify) costs 0.
@@ -29,94 +30,33 @@ from __future__ import annotations
 
 import math
 import os
-import re
-from dataclasses import dataclass, fields
+from dataclasses import fields, replace
 from typing import Any, Mapping
 
+from .. import vendors
 from ..core import jsontext
 from ..core.errors import ConfigError
 from ..core.jsontext import shown
-from ..settings.models import DATED_SNAPSHOT, GEMINI_VERSION
+from ..vendors.local import PRICE as LOCAL_PRICE  # noqa: F401 - re-exported
+from ..vendors.record import BATCH_DISCOUNT, Price  # noqa: F401 - re-exported (the price type, the batch rule)
 
-PRICES_AS_OF = "2025-08-15"  # list prices as remembered for this date; check them (module docstring)
-BATCH_DISCOUNT = 0.5  # both providers' batch APIs: half the online price (used to fill the table below)
-LOCAL_BACKEND = "local"
-
-
-@dataclass(frozen=True)
-class Price:
-    """USD per 1M tokens for one model. ``None`` in an optional field: not known (or not offered)."""
-    input: float
-    output: float
-    batch_input: float | None = None
-    batch_output: float | None = None
-    cached_input: float | None = None
-    long_threshold: int | None = None  # prompt tokens above which the long_* prices apply
-    long_input: float | None = None
-    long_output: float | None = None
-    source: str = f"built-in table ({PRICES_AS_OF})"
-
-    def rates(self, batch: bool, prompt_tokens: int = 0) -> tuple[float, float] | None:
-        """(input, output) USD per 1M tokens for one request of ``prompt_tokens``; None if not priced."""
-        long = self.long_threshold is not None and self.long_input is not None and prompt_tokens > self.long_threshold
-        inp, out = (self.long_input, self.long_output) if long else (self.input, self.output)
-        if not batch:
-            return inp, out
-        if self.batch_input is None or self.batch_output is None:
-            return None  # this model's batch price is not known: unknown, never the online price
-        return (inp * BATCH_DISCOUNT, out * BATCH_DISCOUNT) if long else (self.batch_input, self.batch_output)
+# The oldest date of any vendor's list prices: every row is at least that fresh (each row's source says its own).
+PRICES_AS_OF = min(v.prices_as_of for v in vendors.VENDORS if v.prices_as_of)
+LOCAL_BACKEND = vendors.LOCAL.name
 
 
-def _row(inp: float, out: float, cached: float | None = None, *, batch: bool = True, **tier: Any) -> Price:
-    half = (inp * BATCH_DISCOUNT, out * BATCH_DISCOUNT) if batch else (None, None)
-    return Price(inp, out, half[0], half[1], cached, **tier)
+def _table() -> dict[str, Price]:
+    """Model id -> price, from every vendor record (ids are lower case without a provider prefix)."""
+    table: dict[str, Price] = {}
+    for vendor in vendors.VENDORS:
+        source = f"built-in table ({vendor.name}, {vendor.prices_as_of})"
+        table.update({model: replace(price, source=source) for model, price in vendor.prices.items()})
+    return table
 
 
-# Model id -> price. Ids are lower case without a provider prefix. A dated OpenAI snapshot
-# ("gpt-4.1-2025-04-14") falls back to its undated row unless it has its own (gpt-4o-2024-05-13
-# cost twice gpt-4o's current price). Previews and other versions are left out on purpose:
-# their prices differed; add them with an override.
-TABLE: dict[str, Price] = {
-    # OpenAI: GPT-4 generation
-    "gpt-4-turbo-2024-04-09": _row(10.00, 30.00),  # the exact-match default (Orca-Math's judge)
-    "gpt-4-turbo": _row(10.00, 30.00),
-    "gpt-4-0125-preview": _row(10.00, 30.00),
-    "gpt-4-1106-preview": _row(10.00, 30.00),
-    "gpt-4": _row(30.00, 60.00),
-    "gpt-4-0613": _row(30.00, 60.00),
-    # GPT-4o
-    "gpt-4o": _row(2.50, 10.00, 1.25),
-    "gpt-4o-2024-08-06": _row(2.50, 10.00, 1.25),  # the VLM judge's default on OpenAI
-    "gpt-4o-2024-11-20": _row(2.50, 10.00, 1.25),
-    "gpt-4o-2024-05-13": _row(5.00, 15.00),  # the first snapshot: no prompt-cache discount
-    "gpt-4o-mini": _row(0.15, 0.60, 0.075),
-    # GPT-4.1
-    "gpt-4.1": _row(2.00, 8.00, 0.50),
-    "gpt-4.1-mini": _row(0.40, 1.60, 0.10),
-    "gpt-4.1-nano": _row(0.10, 0.40, 0.025),
-    # o-series (reasoning tokens billed as output)
-    "o1": _row(15.00, 60.00, 7.50),
-    "o3": _row(2.00, 8.00, 0.50),  # after the June 2025 price cut
-    "o3-mini": _row(1.10, 4.40, 0.55),
-    "o4-mini": _row(1.10, 4.40, 0.275),
-    # GPT-5 family (reasoning tokens billed as output); gpt-5-chat-latest is the same price as gpt-5
-    "gpt-5": _row(1.25, 10.00, 0.125),
-    "gpt-5-mini": _row(0.25, 2.00, 0.025),
-    "gpt-5-nano": _row(0.05, 0.40, 0.005),
-    "gpt-5-chat-latest": _row(1.25, 10.00, 0.125),
-    # Google Gemini 2.5 (thinking tokens billed as output; text/image/video input priced alike)
-    "gemini-2.5-pro": _row(1.25, 10.00, 0.31, long_threshold=200_000, long_input=2.50, long_output=15.00),
-    "gemini-2.5-flash": _row(0.30, 2.50, 0.075),
-    "gemini-2.5-flash-lite": _row(0.10, 0.40, 0.025),
-    "gemini-2.0-flash": _row(0.10, 0.40, 0.025),
-    "gemini-2.0-flash-lite": _row(0.075, 0.30),
-}
+TABLE: dict[str, Price] = _table()
 
-LOCAL_PRICE = Price(0.0, 0.0, 0.0, 0.0, 0.0, source="local judge (no API)")
-
-_PREFIX = re.compile(r"^(openai|google|gemini|models|azure)/")  # "openai/gpt-4o", "models/gemini-2.5-pro"
-_SNAPSHOT = DATED_SNAPSHOT  # "gpt-4o-2024-08-06": priced as its undated row unless it has its own
-_GEMINI_VERSION = GEMINI_VERSION  # "gemini-2.0-flash-001": a stable version of its row
+_PREFIXES = tuple(p for v in vendors.VENDORS for p in v.model_prefixes)  # "openai/gpt-4o", "models/gemini-2.5-pro"
 _FIELDS = {f.name for f in fields(Price)} - {"source", "long_threshold", "long_input", "long_output"}
 OVERRIDE_EXAMPLE = ('{"my-model": {"input": 1.0, "output": 4.0, "batch_input": 0.5, "batch_output": 2.0, '
                     '"cached_input": 0.25}}')
@@ -125,8 +65,8 @@ OVERRIDE_EXAMPLE = ('{"my-model": {"input": 1.0, "output": 4.0, "batch_input": 0
 def normalise(model: str) -> str:
     """The table's spelling of a model id: lower case, no provider prefix."""
     name = model.strip().lower()
-    while _PREFIX.match(name):
-        name = _PREFIX.sub("", name, count=1)
+    while name.startswith(_PREFIXES):
+        name = name.split("/", 1)[1]
     return name
 
 
@@ -141,12 +81,12 @@ def lookup(model: str, overrides: Mapping[str, Price] | None = None) -> Price | 
 
 
 def _candidates(name: str) -> list[str]:
+    """The name, then the row its vendor prices a pinned name as ("gpt-4o-2024-08-06" -> "gpt-4o")."""
     found = [name]
-    if _SNAPSHOT.search(name):
-        found.append(_SNAPSHOT.sub("", name))
-    match = _GEMINI_VERSION.match(name)
-    if match:
-        found.append(match.group(1))
+    for vendor in vendors.VENDORS:
+        shared = vendor.undated(name)
+        if shared and shared not in found:
+            found.append(shared)
     return found
 
 

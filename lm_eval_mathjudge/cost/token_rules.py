@@ -9,16 +9,18 @@
   (``bench/token_estimate.py``): within -1%..+13% of the real total on each set,
   where the plain four-characters rule undercounts LaTeX-heavy sets by up to 29%.
   Gemini's tokenizer could not be measured here.
-* Images (dimensions read from the PNG, GIF, WebP or JPEG header): OpenAI high
-  detail counts 85 + 170 per 512-px tile after fitting the image in 2048x2048 and
-  its short side in 768 px; Gemini counts 258 for an image up to 384x384, else 258
-  per 768x768 tile. Other images count as 1024x1024.
-* Video (Gemini only; the OpenAI backend refuses video before sending):
-  ``GEMINI_VIDEO_PER_SECOND`` per second, the duration read from the MP4/MOV movie
-  header; other containers count as ``DEFAULT_VIDEO_SECONDS``.
+* Images (dimensions read from the PNG, GIF, WebP or JPEG header), by the vendor
+  record's rule (``image_tokens``): OpenAI high detail counts 85 + 170 per 512-px
+  tile after fitting the image in 2048x2048 and its short side in 768 px; Gemini
+  counts 258 for an image up to 384x384, else 258 per 768x768 tile; Claude counts
+  width x height / 750 within 1568 px (28-px patches within 2576 px from Claude 4.7
+  on). An image whose header cannot be read counts as 1024x1024.
+* Video (only a vendor with ``video_tokens_per_second``, Gemini: the others refuse
+  video before sending): that many per second, the duration read from the MP4/MOV
+  movie header; other containers count as ``DEFAULT_VIDEO_SECONDS``.
 
-The media rules are the providers' documented ones as remembered on
-``prices.PRICES_AS_OF``; like the prices, check them.
+The media rules are the providers' documented ones as of their records' price dates;
+like the prices, check them.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import string
 import struct
 from typing import Any
 
+from .. import vendors
 from ..core.types import JudgeRequest, Media
 
 WORD_CHARS_PER_TOKEN = 4.8  # ASCII letters and whitespace
@@ -37,18 +40,15 @@ MESSAGE_OVERHEAD = 7  # tokens of the chat wrapper around one user message and t
 _DROP_WORDY = {ord(c): None for c in string.ascii_letters + string.whitespace}
 _DROP_DIGITS = {ord(c): None for c in string.digits}
 
-# Media (per provider documentation as remembered on prices.PRICES_AS_OF):
-OPENAI_IMAGE_BASE, OPENAI_IMAGE_TILE = 85, 170  # high detail: 85 + 170 per 512-px tile
-GEMINI_IMAGE_TILE = 258  # up to 384x384 one tile; larger images in 768x768 tiles of 258 tokens each
-GEMINI_VIDEO_PER_SECOND = 300  # 258 per frame at 1 frame/s + 32 audio tokens/s, rounded up
+# Media: each vendor's rules are in its record (vendors/<vendor>.py: image_tokens, video_tokens_per_second).
 DEFAULT_IMAGE_SIDE = 1024  # when the image header cannot be read
 DEFAULT_VIDEO_SECONDS = 10.0  # when the duration cannot be read (Veo/Sora clips are 4-12 s)
 _HEADER_BYTES = 256 * 1024  # enough for a JPEG frame header after large EXIF blocks
 
-def prompt_tokens(request: JudgeRequest, backend: str) -> int:
+def prompt_tokens(request: JudgeRequest, backend: str, model: str = "") -> int:
     """The documented estimate of one request's prompt tokens (text rule + overhead + media rule)."""
     text = text_tokens(request.prompt) + text_tokens(request.output_text or "")
-    return text + MESSAGE_OVERHEAD + sum(media_tokens(m, backend) for m in request.media)
+    return text + MESSAGE_OVERHEAD + sum(media_tokens(m, backend, model) for m in request.media)
 
 
 def text_tokens(text: str) -> int:
@@ -59,30 +59,18 @@ def text_tokens(text: str) -> int:
     return math.ceil(words / WORD_CHARS_PER_TOKEN + digits / DIGITS_PER_TOKEN + len(other))
 
 
-def media_tokens(media: Media, backend: str) -> int:
-    """Prompt tokens of one image or video on ``backend`` (OpenAI: tiles of 512 px; Gemini: 768-px tiles, 300/s)."""
+def media_tokens(media: Media, backend: str, model: str = "") -> int:
+    """Prompt tokens of one image or video on ``backend`` (its vendor record's rules; 0 for a video the
+    backend refuses before sending). Images whose header cannot be read count as 1024x1024."""
+    vendor = vendors.get(backend) or vendors.OPENAI  # an unknown backend: counted as an OpenAI-compatible one
     if media.is_video:
-        if backend != "gemini":
-            return 0  # refused before sending: only the Gemini backend takes video
+        if vendor.video_tokens_per_second is None:
+            return 0  # refused before sending: only backends that watch video take it
         seconds = video_seconds(media)
-        return math.ceil((DEFAULT_VIDEO_SECONDS if seconds is None else seconds)) * GEMINI_VIDEO_PER_SECOND
+        return math.ceil((DEFAULT_VIDEO_SECONDS if seconds is None else seconds)) * vendor.video_tokens_per_second
     width, height = image_size(media) or (DEFAULT_IMAGE_SIDE, DEFAULT_IMAGE_SIDE)
-    return gemini_image_tokens(width, height) if backend == "gemini" else openai_image_tokens(width, height)
-
-
-def openai_image_tokens(width: int, height: int) -> int:
-    """High detail: fit in 2048x2048, shortest side down to 768, then 85 + 170 per 512-px tile."""
-    scale = min(1.0, 2048 / max(width, height))
-    w, h = width * scale, height * scale
-    scale = min(1.0, 768 / min(w, h))
-    w, h = w * scale, h * scale
-    return OPENAI_IMAGE_BASE + OPENAI_IMAGE_TILE * math.ceil(w / 512) * math.ceil(h / 512)
-
-
-def gemini_image_tokens(width: int, height: int) -> int:
-    if width <= 384 and height <= 384:
-        return GEMINI_IMAGE_TILE
-    return GEMINI_IMAGE_TILE * math.ceil(width / 768) * math.ceil(height / 768)
+    rule = vendor.image_tokens or vendors.OPENAI.image_tokens
+    return rule(width, height, model)
 
 
 def _head(media: Media) -> bytes:

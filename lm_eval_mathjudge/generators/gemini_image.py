@@ -29,7 +29,7 @@ from ..backends.gemini.replies import enum_name
 from ..core.errors import ConfigError, GenerationFailure
 from ..core.redact import redact
 from ..settings import credentials
-from ..settings.layers import to_bool
+from ..settings.kinds import to_bool
 from . import _google
 from .base import GeneratedMedia, GeneratorLM, GeneratorSettings
 

@@ -17,7 +17,7 @@ from ..core import prompts
 from ..core.errors import ConfigError, did_you_mean
 from ..core.jsontext import shown
 from ..settings import credentials
-from ..settings.layers import to_bool
+from ..settings.kinds import to_bool
 from ..settings.schema import default_cache_dir
 
 # lm-eval passes these to every model.

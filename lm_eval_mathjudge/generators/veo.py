@@ -33,7 +33,7 @@ from google.genai import types
 from ..core.errors import ConfigError, FatalJudgeError, GenerationFailure, TransientJudgeError
 from ..core.redact import redact
 from ..settings import credentials
-from ..settings.layers import to_bool
+from ..settings.kinds import to_bool
 from . import _google
 from .base import GeneratedMedia, GeneratorLM, GeneratorSettings, Job
 

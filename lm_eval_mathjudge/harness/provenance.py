@@ -13,6 +13,7 @@ import logging
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
+from .. import vendors
 from ..backends import endpoints
 from ..core import prompts
 from ..core.judges import Judge
@@ -22,7 +23,6 @@ from ..settings.models import moving_alias
 from ..settings.schema import JudgeSettings, RunOptions, pipeline_label
 
 log = logging.getLogger(__name__)
-ALIAS_BACKENDS = ("openai", "gemini")  # an Azure deployment name is the user's own; its version is the deployment's
 PIN_EXAMPLES = "gpt-4o-2024-08-06, gemini-1.5-pro-002"
 
 
@@ -65,8 +65,10 @@ def run_stats(task: str, judge: Any, failures: Counter, skipped: Sequence[Outcom
 
 
 def is_alias(settings: JudgeSettings) -> bool:
-    """The judge is named by a name its provider can point at a new snapshot."""
-    return settings.backend in ALIAS_BACKENDS and moving_alias(settings.model)
+    """The judge is named by a name its provider can point at a new snapshot (a vendor whose record has no
+    alias rule names models by the user's own names: an Azure deployment's version is the deployment's)."""
+    vendor = vendors.get(settings.backend)
+    return vendor is not None and vendor.aliases is not None and moving_alias(settings.model)
 
 
 def snapshots(stats: Mapping[str, Any]) -> list[str]:

@@ -4,21 +4,20 @@ A ``Renderer`` is how a task's samples become judge requests (``TaskSpec.render`
 pass, for the streamed calls and for the judge audit alike: a sample whose generator made no media
 is an ``Outcome`` (counted, never judged); media that cannot be sent fail that sample alone. Media
 are attached only from the folders the task's generator made them in and the ``judge_media_dirs``
-setting (``media_roots``, read once per renderer: the generator's folders are known once it ran).
+setting (``media_roots``, read once per renderer: the generator's folders are known once it ran); a
+task without them had a text model answer, and nothing of its answers is attached.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any, Mapping, Sequence
 
-import dataclasses
-
 from .. import generators
-from ..core import counterfactual, flags
+from ..core import counterfactual, flags, media
 from ..core.errors import MediaError
 from ..core.judges import Judge
-from ..core.media import refused as media_refused
 from ..core.types import JudgeRequest, Outcome, Recheck, clean_text
 from ..judging.client import outcome_from_error
 
@@ -58,13 +57,17 @@ class Renderer:
         return self._roots
 
     def flags(self, response: str) -> list[str]:
-        """flags.py's flags of a response, and ``media_outside`` when it names media we refused to read."""
+        """flags.py's flags of a response; ``media_in_text`` when a text model's answer carries media (never
+        attached: the task has no media folders), ``media_outside`` when it names media we refused to read."""
         if generators.generation_failure(response) is not None:  # our own marker, not the model's text
             return []
         found = flags.detect(response)
-        if self.judge.name == "vlm" and media_refused(response, self.media_roots()):
+        roots = self.media_roots()
+        if not roots and media.embedded(response):
+            found.append("media_in_text")
+        elif self.judge.name == "vlm" and media.refused(response, roots):
             found.append("media_outside")
-        return found
+        return [name for name in flags.FLAGS if name in found]
 
 
 def as_text(value: Any) -> str:

@@ -44,6 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+from .. import vendors
 from ..calls import stop
 from ..calls.retry import RetryPolicy, call_with_retries
 from ..calls.workers import progress_bar
@@ -97,7 +98,8 @@ def check(backend: Any, settings: Any, cache: Any) -> None:
                           "false; set judge_cache=true (or judge_mode=online)")
     if not backends.has_batch(settings.backend):
         raise BatchUnavailable(f"judge_mode=batch: the {settings.backend} judge has no batch API here; use "
-                               "judge_mode=online for it (batch mode works with the openai, azure and gemini judges)")
+                               f"judge_mode=online for it (batch mode works with the "
+                               f"{vendors.listed(vendors.names(batch=True), 'and')} judges)")
     backends.batch_provider(backend, settings.backend)  # one that cannot be built (Gemini on Vertex AI) fails now
 
 

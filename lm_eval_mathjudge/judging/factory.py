@@ -13,7 +13,7 @@ import logging
 import sqlite3
 from typing import Any, Mapping, Sequence
 
-from .. import backends
+from .. import backends, vendors
 from ..core import prompts
 from ..core.errors import ConfigError, CredentialsError, JudgeCallError
 from ..core.judges import Judge
@@ -42,7 +42,8 @@ def member_settings(judge: str, options: RunOptions, settings: JudgeSettings, ya
     if options.cascade:
         if settings.backend == "local":
             raise ConfigError("judge_cascade sends what the local rule does not accept to an LLM judge, but "
-                              "the judge backend is local; set judge_backend to openai, azure or gemini")
+                              f"the judge backend is local; set judge_backend to "
+                              f"{vendors.listed(vendors.names(judge, api=True))}")
         return [resolve_settings(judge, yaml_settings, metadata, overrides={"backend": "local"}), settings]
     return [settings]
 

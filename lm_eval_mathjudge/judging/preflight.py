@@ -29,6 +29,7 @@ import sqlite3
 import time
 from typing import Mapping
 
+from .. import vendors
 from ..core.types import Backend
 from ..settings.schema import JudgeSettings
 from .cache import ReplyCache
@@ -36,7 +37,8 @@ from .cache import ReplyCache
 log = logging.getLogger(__name__)
 
 MEMO_SECONDS = 24 * 3600  # how long a successful check stands for the same judge
-SDK_ENV_PREFIXES = ("OPENAI_", "AZURE_OPENAI_", "GEMINI_", "GOOGLE_")  # what the SDKs read: keys, endpoints
+# What the SDKs read (keys, endpoints), from every vendor record.
+SDK_ENV_PREFIXES = tuple(dict.fromkeys(p for v in vendors.VENDORS for p in v.env_prefixes))
 _META_PREFIX = "preflight:"
 
 

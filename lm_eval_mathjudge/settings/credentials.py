@@ -6,49 +6,31 @@ metadata key or model arg that looks like a credential (or a URL that carries
 one) is refused before anything runs, with a hint that names the variable.
 
 ``SERVICES`` is the one table of those variables and hints (what to set, and
-what to check when a service refuses a key); the judge backends and the
-generators check it before any generation (``require``) and name it in errors.
+what to check when a service refuses a key), read from the vendor records; the
+judge backends and the generators check it before any generation (``require``)
+and name it in errors.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
+from .. import vendors
 from ..core.errors import ConfigError, CredentialsError
+from ..vendors.gemini import GEMINI_API, VERTEX
+from ..vendors.record import Credentials
 
+Service = Credentials  # what one API needs (the vendor records' type; generators declare their own)
 
-@dataclass(frozen=True)
-class Service:
-    """What one API needs: any one of ``variables`` set, and how to set it."""
-    variables: tuple[str, ...]  # any one, set to something other than ""/0/false, will do; () = the SDK checks
-    hint: str  # what to set, in a user's words
-    rejected: str = "the credentials"  # what to check when the service refuses them (a 401 or 403)
-
-
-_VERTEX = ("GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION with application default credentials "
-           "(gcloud auth application-default login), or a Vertex AI express-mode key in GOOGLE_API_KEY")
+# The judge backends' services, from their vendor records, and the generators' two Google APIs.
 SERVICES: dict[str, Service] = {
-    "openai": Service(("OPENAI_API_KEY",),
-                      "export OPENAI_API_KEY=... (OPENAI_BASE_URL=... for a compatible server; one that checks no "
-                      "key, such as a local vLLM, accepts any value, e.g. EMPTY)",
-                      "the API key variable (OPENAI_API_KEY)"),
-    "azure": Service(("AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN"),
-                     "export AZURE_OPENAI_API_KEY=..., AZURE_OPENAI_ENDPOINT=... and OPENAI_API_VERSION=...",
-                     "the API key variable (AZURE_OPENAI_API_KEY, or AZURE_OPENAI_AD_TOKEN)"),
-    "gemini_api": Service(("GEMINI_API_KEY", "GOOGLE_API_KEY"), "GEMINI_API_KEY (or GOOGLE_API_KEY)"),
-    "vertex": Service((), _VERTEX),  # application default credentials are found by the SDK, not by a variable
-    # The Gemini judge runs on either Google API; the SDK's switch selects Vertex AI.
-    "gemini": Service(("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE"),
-                      "export GEMINI_API_KEY=... (or GOOGLE_API_KEY), or GOOGLE_GENAI_USE_VERTEXAI=true with "
-                      + _VERTEX + " for Vertex AI",
-                      "GEMINI_API_KEY / GOOGLE_API_KEY, or the Vertex AI credentials and project"),
-}
+    **{v.name: v.credentials for v in vendors.VENDORS if v.credentials is not None},
+    "gemini_api": GEMINI_API, "vertex": VERTEX}
 # The variables that hold a key (not a switch or a project), named in every refusal.
-KEY_VARIABLES = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+KEY_VARIABLES = tuple(dict.fromkeys(k for service in SERVICES.values() for k in service.keys))
 
 
 def hint(service: str) -> str:

@@ -1,28 +1,27 @@
-"""Which model a judge gets by default on each backend, and what a model's family implies.
+"""Which model a judge gets by default on each backend, and what a model's name implies.
 
-A (judge, backend) pair missing from ``DEFAULTS`` is a combination that cannot
-work (the local judge speaks the exact-match contract only). Reasoning models
-(OpenAI's o-series and GPT-5) think before they answer: they get room for it
-(``REASONING_MAX_TOKENS``) and take other request parameters (the backend and
-the cost estimate ask ``is_reasoning_model``).
+Read from the vendor records (``vendors``): a (judge, backend) pair missing from ``DEFAULTS`` is a
+combination that cannot work (the local judge speaks the exact-match contract only). A model that
+thinks before it answers (OpenAI's o-series and GPT-5, Claude 5) gets room for it (its vendor's
+``thinking_room``) unless max_tokens is set.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-# The pinned default judges, named in this one place.
-DEFAULT_EXACT_MATCH_MODEL = "gpt-4-turbo-2024-04-09"  # Orca-Math's judge was GPT-4-Turbo
-DEFAULT_VLM_MODEL = "gemini-2.5-pro"  # the VLM-as-judge protocol's judge
-DEFAULT_OPENAI_VISION_MODEL = "gpt-4o-2024-08-06"  # the VLM judge on an OpenAI-compatible backend
-LOCAL_MODEL = "math-verify"
+from .. import vendors
+from ..vendors.gemini import THINKING_MAX_TOKENS as GEMINI_THINKING_MAX_TOKENS  # noqa: F401 - re-exported
+from ..vendors.openai import REASONING_MAX_TOKENS, is_reasoning_model  # noqa: F401 - re-exported
+from ..vendors.record import DEFAULT_MAX_TOKENS
+
+# The pinned default judges, named in their vendors' records.
+DEFAULT_EXACT_MATCH_MODEL = vendors.OPENAI.judges["exact_match"].model  # Orca-Math's judge was GPT-4-Turbo
+DEFAULT_VLM_MODEL = vendors.GEMINI.judges["vlm"].model  # the VLM-as-judge protocol's judge
+DEFAULT_OPENAI_VISION_MODEL = vendors.OPENAI.judges["vlm"].model  # the VLM judge on an OpenAI-compatible backend
+LOCAL_MODEL = vendors.LOCAL.judges["exact_match"].model
 
 DEFAULT_BACKEND = {"exact_match": "openai", "vlm": "gemini"}
-DEFAULT_MAX_TOKENS = 1024  # the contract itself is ~60 tokens; the table adds room for thinking
-# Reasoning models spend hidden tokens before the verdict; OpenAI advises reserving ~25k.
-REASONING_MAX_TOKENS = 25000
-GEMINI_THINKING_MAX_TOKENS = 8192  # Gemini 2.5 thinks within max_output_tokens
 # The most bytes one judge reply may take on the wire (raw and decoded), unless judge_max_reply_bytes says:
 # room for the envelope (JSON, usage, Gemini's thought signatures, an error page) plus, per token of the
 # reply, more than any token takes as JSON-escaped UTF-8. A judge that sends more is not a judge.
@@ -31,46 +30,23 @@ REPLY_BYTES_PER_TOKEN = 64
 
 # Built-in defaults per (judge, backend): a pair missing here is a combination that cannot work.
 DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
-    ("exact_match", "openai"): {"model": DEFAULT_EXACT_MATCH_MODEL, "max_tokens": DEFAULT_MAX_TOKENS},
-    ("exact_match", "azure"): {"model": DEFAULT_EXACT_MATCH_MODEL, "max_tokens": DEFAULT_MAX_TOKENS},
-    ("exact_match", "gemini"): {"model": DEFAULT_VLM_MODEL, "max_tokens": GEMINI_THINKING_MAX_TOKENS},
-    ("exact_match", "local"): {"model": LOCAL_MODEL, "max_tokens": DEFAULT_MAX_TOKENS},
-    ("vlm", "gemini"): {"model": DEFAULT_VLM_MODEL, "max_tokens": GEMINI_THINKING_MAX_TOKENS},
-    ("vlm", "openai"): {"model": DEFAULT_OPENAI_VISION_MODEL, "max_tokens": 8192},
-    ("vlm", "azure"): {"model": DEFAULT_OPENAI_VISION_MODEL, "max_tokens": 8192},
-}
-
-# Pinned names: an OpenAI dated snapshot ("gpt-4o-2024-08-06"), an older four-digit one ("gpt-4-0613",
-# "gpt-4-1106-preview"), a stable Gemini version ("gemini-1.5-pro-002") or a dated Gemini preview
-# ("gemini-2.5-pro-preview-06-05"). The price table reads the first and third too (cost/prices.py).
-DATED_SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")
-GEMINI_VERSION = re.compile(r"^(gemini-.*)-\d{3}$")
-_OPENAI_OLD_SNAPSHOT = re.compile(r"-\d{4}(-preview)?$")
-_GEMINI_PREVIEW_DATE = re.compile(r"-preview-\d{2}-\d{2}$")
-_OPENAI_FAMILY = re.compile(r"^(gpt-|chatgpt-|o\d)")
-_REASONING = re.compile(r"^(o\d+(-.*)?|gpt-5(?!.*-chat).*)$")  # gpt-5-chat-* is a chat model
-
-
-def is_reasoning_model(model: str) -> bool:
-    """OpenAI reasoning families (o1, o3, o4-mini, GPT-5, ...): they take
-    ``max_completion_tokens`` and no ``temperature``, and think before answering.
-    A provider prefix (``openai/o3``) is ignored; ``gpt-5-chat`` models are chat models."""
-    return bool(_REASONING.match(model.strip().lower().rsplit("/", 1)[-1]))
+    (judge, vendor.name): {"model": default.model, "max_tokens": default.max_tokens}
+    for vendor in vendors.VENDORS for judge, default in vendor.judges.items()}
 
 
 def moving_alias(model: str) -> bool:
-    """True for an OpenAI or Gemini model name the provider may point at a new snapshot at any time
-    ("gpt-4o", "o3", "gemini-2.5-pro", "*-latest"); False for a pinned one ("gpt-4o-2024-08-06",
-    "gemini-1.5-pro-002"), a fine-tune, and names of other families (which this rule cannot tell)."""
+    """True for a model name its provider may point at a new snapshot at any time ("gpt-4o", "o3",
+    "gemini-2.5-pro", "*-latest"; each vendor record's rule); False for a pinned one ("gpt-4o-2024-08-06",
+    "gemini-1.5-pro-002"), a fine-tune, and names no vendor record knows."""
     name = model.strip().lower().rsplit("/", 1)[-1]
     if name.startswith("ft:"):  # a fine-tuned model is its own fixed snapshot
         return False
     if name.endswith("-latest"):
         return True
-    if name.startswith("gemini-"):
-        return not (GEMINI_VERSION.match(name) or _GEMINI_PREVIEW_DATE.search(name))
-    if _OPENAI_FAMILY.match(name):
-        return not (DATED_SNAPSHOT.search(name) or _OPENAI_OLD_SNAPSHOT.search(name))
+    for vendor in vendors.VENDORS:
+        found = vendor.aliases(name) if vendor.aliases is not None else None
+        if found is not None:
+            return found
     return False
 
 
@@ -82,15 +58,16 @@ def default_reply_bytes(max_tokens: int) -> int:
 def model_defaults(judge: str, backend: str, values: dict[str, Any]) -> dict[str, Any]:
     """``values`` with the model and max_tokens the pair's defaults give where they are not set.
 
-    The local judge has no model to choose; a reasoning model gets room to think unless
+    The local judge has no model to choose; a model that thinks gets room to think unless
     max_tokens is set.
     """
     row = DEFAULTS.get((judge, backend), {})
+    vendor = vendors.get(backend)
     values = dict(values)
-    if "model" not in values or backend == "local":
+    if "model" not in values or backend == vendors.LOCAL.name:
         values["model"] = row.get("model", DEFAULT_EXACT_MATCH_MODEL)
     if "max_tokens" not in values:
         values["max_tokens"] = row.get("max_tokens", DEFAULT_MAX_TOKENS)
-        if isinstance(values["model"], str) and is_reasoning_model(values["model"]):
-            values["max_tokens"] = max(values["max_tokens"], REASONING_MAX_TOKENS)
+        if vendor is not None and isinstance(values["model"], str) and vendor.thinks(values["model"]):
+            values["max_tokens"] = max(values["max_tokens"], vendor.thinking_room)
     return values

@@ -1,36 +1,37 @@
-"""The judge's settings as frozen dataclasses: every field, its type, its limits, and the judge's label.
+"""The judge's settings from one table: every setting's name, kind, default, meaning and layers.
 
-``JudgeSettings`` is one judge (backend, model, limits, cache, batch, cost);
-``RunOptions`` is how a task's judge is run (one judge, a panel, a cascade,
-media folders, an audit). Both check every value when built, so an invalid
-setting fails before anything runs. Where the values come from is
-``layers.py``; the defaults per (judge, backend) are ``models.py``.
-``judge_label`` and ``pipeline_label`` are the one way a judge, or a task's whole
-judging pipeline, is named in samples, results, reports, cache rows and costs.
+``SETTINGS`` is that table, one ``Setting`` row each (``kinds.py``: a row, and what each kind of value
+may be). Everything else is derived from it, so a setting is added in one place: the frozen
+dataclasses ``JudgeSettings`` (one judge: backend, model, limits, cache, batch, cost) and
+``RunOptions`` (how a task's judge is run: one judge, a panel, a cascade, media folders, an audit)
+with their type and range checks, the coercion and the names in each layer (``layers.py``: YAML <
+environment < metadata < panel member, "did you mean"), and the settings reference
+(``docs/_tools/settings_page.py``). The defaults per (judge, backend) are ``models.py``.
+``judge_label`` and ``pipeline_label`` are the one way a judge, or a task's whole judging pipeline,
+is named in samples, results, reports, cache rows and costs.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import sys
-from dataclasses import dataclass, fields
-from typing import Any, Mapping
-from urllib.parse import urlsplit
+from dataclasses import field, make_dataclass
+from typing import Any, ClassVar, Mapping
 
+from .. import vendors
 from ..core.errors import ConfigError
-from ..core.jsontext import shown
-from .models import DEFAULT_EXACT_MATCH_MODEL, DEFAULT_MAX_TOKENS, default_reply_bytes
+from .kinds import RUN_LAYERS, Choice, Counts, Flag, Folders, Members, Real, Setting, Text, Url, Whole
+from .models import (DEFAULT_BACKEND, DEFAULT_EXACT_MATCH_MODEL, DEFAULT_MAX_TOKENS, REPLY_BYTES_BASE,
+                     REPLY_BYTES_PER_TOKEN, default_reply_bytes)
 
-BACKENDS = ("openai", "azure", "local", "gemini")
+BACKENDS = vendors.NAMES  # one per vendor record (vendors/)
+# How a setting is spelled in each layer (``spellings``): MATHJUDGE_<NAME>, judge_<name>, and per judge
+# MATHJUDGE_<SCOPE>_<NAME>, <scope>_judge_<name>.
 ENV_PREFIX = "MATHJUDGE_"
 SCOPES = {"exact_match": "gpt4em", "vlm": "vlm"}  # judge -> prefix of its own settings
 OTHER_ENV = ("MATHJUDGE_DATA_DIR", "MATHJUDGE_NO_AUTOLOAD", "MATHJUDGE_DEBUG")  # read elsewhere, not settings
 META_PREFIX = "judge_"
-# Judge-run options that are not per-judge settings (panel.py, cascade.py, media.py, audit); same layers and names.
-RUN_OPTIONS = ("panel", "panel_rule", "panel_min", "cascade", "media_dirs", "audit", "audit_limit", "stream", "pass_at",
-               "counterfactual")
 PANEL_RULES = ("majority", "unanimous")
 MAX_PANEL = 9
 AUDIT_LIMIT = 10  # adversarial answers per attack family and task in a judge audit (lm_eval_mathjudge.audit)
@@ -55,46 +56,177 @@ NETWORK_FS_POLICIES = ("fallback", "refuse", "allow")
 MAX_BATCH_POLL = 3600.0  # seconds between two reads of a batch job's state
 MAX_BATCH_HOURS = 48.0
 
+_PER_PAIR = "per (judge, backend): [the table below](#defaults-per-judge-and-backend)"
+_POSITIVE = "{label}={value} must be positive (0 = unlimited)"
 
-@dataclass(frozen=True)
-class JudgeSettings:
-    backend: str = "openai"
-    model: str = DEFAULT_EXACT_MATCH_MODEL
-    base_url: str | None = None  # None: the SDK's own variable (OPENAI_BASE_URL, ...)
-    temperature: float = 0.0
-    max_tokens: int = DEFAULT_MAX_TOKENS  # models.DEFAULTS adds room for thinking
-    concurrency: int = 64  # judge calls in flight at most (the adaptive gate lowers it on 429s)
-    rpm: float = 0.0  # requests per minute across all threads; 0 = unlimited
-    timeout: float = 120.0  # seconds per attempt: one deadline, wall clock, from connect to the last byte
-    max_retries: int = 6  # retries after the first attempt, transient errors only
-    cache: bool = True
-    cache_dir: str | None = None  # None: the user cache directory
-    cache_network_fs: str = "fallback"  # cache_dir on NFS, Lustre, SMB...: NETWORK_FS_POLICIES
-    preflight: bool = True  # one free call (model lookup) before generation checks endpoint, key, model
-    thinking_budget: int | None = None  # Gemini thinking tokens (-1 dynamic); None: the model's default
-    reasoning_effort: str | None = None  # OpenAI reasoning models (o-series, GPT-5): minimal/low/medium/high
-    tpm: float = 0.0  # prompt + completion tokens per minute across all threads; 0 = unlimited
-    adaptive: bool = True  # lower the calls in flight on 429s, raise them again on success
-    mode: str = "online"  # "batch": the provider's batch API (about half price, slower)
-    batch_poll_seconds: float = 30.0  # how often a batch job's state is read
-    batch_max_hours: float = 26.0  # stop waiting for a batch job after this (the providers' window is 24 h)
-    batch_wait: bool = True  # false: submit the batch and stop; a rerun of the same command collects it
-    batch_fallback: str = "online"  # items a batch failed or expired: "online" calls, or "fail" (counted)
-    dry_run: bool = False  # print the cost estimate and stop before any judge call
-    budget_usd: float | None = None  # refuse to start judging when the estimate is above this
-    prices: str | None = None  # a JSON object or a .json/.yaml file overriding the price table
-    max_reply_bytes: int | None = None  # cap on one reply (raw and decoded); None: models.default_reply_bytes
+# ---------------------------------------------------------------------- the table
+# name, kind (type and what is allowed), default, what it does, an example value (as --metadata JSON takes it).
+SETTINGS: tuple[Setting, ...] = (
+    Setting("backend", Choice(BACKENDS, says="{label} {value} is unknown; use one of {choices}"),
+            DEFAULT_BACKEND["exact_match"],
+            "the judge's service ([judge backends](backends.md)); `local` judges GPT4-EM tasks only", "gemini",
+            default_text=f"`{DEFAULT_BACKEND['exact_match']}` for GPT4-EM tasks, `{DEFAULT_BACKEND['vlm']}` for VLM "
+                         "tasks"),
+    Setting("model", Text("name a model or remove the setting to use the default"), DEFAULT_EXACT_MATCH_MODEL,
+            "the judge model (the deployment name on Azure; always `math-verify` for `local`)", "gpt-4o-2024-08-06",
+            default_text=_PER_PAIR),
+    Setting("base_url", Url(), None,
+            "the judge's endpoint; unset = the SDK's own (`OPENAI_BASE_URL`, `AZURE_OPENAI_ENDPOINT`, "
+            "`GOOGLE_GEMINI_BASE_URL`, `ANTHROPIC_BASE_URL`, or the provider's)", "http://127.0.0.1:8000/v1"),
+    Setting("temperature", Real(0, MAX_TEMPERATURE, says="{label}={value} is outside {lo}..{hi}"), 0.0,
+            "sampling temperature (0..1 on `anthropic`; never sent to reasoning models, nor to Claude 4.7 and later)", 0.2),
+    Setting("max_tokens", Whole(1, MAX_TOKENS_LIMIT), DEFAULT_MAX_TOKENS,
+            "cap on the judge's reply; Gemini 2.5, Claude and OpenAI reasoning models think within it", 4096,
+            default_text=_PER_PAIR),
+    Setting("concurrency", Whole(1, MAX_CONCURRENCY, says="{label} must be at least {lo} and at most {hi} (got {value})"),
+            64, "judge calls in flight at once, at most (one pool per run; the adaptive gate lowers it on 429s)", 16),
+    Setting("rpm", Real(0, says=_POSITIVE), 0.0,
+            "requests per minute to this judge (endpoint + model) over all threads and tasks; `0` = no limit", 500),
+    Setting("timeout", Real(0, MAX_TIMEOUT, above=True, says="{label}={value} must be more than {lo} and at most "
+                                                             "{hi:.0f} seconds"), 120.0,
+            "seconds per attempt: one wall-clock deadline from connect to the last byte of the reply (a reply that "
+            "drips in ends there); a call takes at most about this x (`max_retries` + 1) "
+            "([network bounds](reliability.md#network-bounds))", 300),
+    Setting("max_retries", Whole(0, MAX_RETRIES_LIMIT, says="{label}={value} must be between {lo} and {hi}: a judge "
+                                                            "that is down for longer needs a rerun, not more waiting"), 6,
+            "retries after the first attempt, for 408/409/425/429/5xx, timeouts and dropped connections", 3),
+    Setting("cache", Flag(), True,
+            "use the persistent judge cache ([the judge cache](failures.md#the-judge-cache))", False),
+    Setting("cache_dir", Text("name a folder or remove the setting", "a folder"), None,
+            "where the judge cache, saved generations and media live", "/scratch/mathjudge-cache",
+            default_text="the user cache folder (`~/.cache/lm_eval_mathjudge` on Linux)"),
+    Setting("cache_network_fs", Choice(NETWORK_FS_POLICIES), "fallback",
+            "what the cache does when `cache_dir` is on a filesystem shared by hosts: use a folder of this host "
+            "(warned once), stop, or use it as is ([running on a cluster](cluster.md))", "refuse"),
+    Setting("preflight", Flag(), True,
+            "one free model lookup before generation checks endpoint, key and model "
+            "([preflight](backends.md#preflight-the-judge-is-checked-before-generation))", False),
+    Setting("thinking_budget", Whole(0, THINKING_BUDGET_MAX, special=((-1, "dynamic"),),
+                                     says="{label}={value} must be -1 (dynamic) or {lo}..{hi}"), None,
+            "Gemini and Claude thinking tokens (`0`: no thinking); unset = the model's default "
+            "([Claude](backends.md#anthropic-claude))", 1024),
+    Setting("reasoning_effort", Choice(REASONING_EFFORTS), None,
+            "sent to OpenAI reasoning models (o-series, GPT-5) when set", "low"),
+    Setting("tpm", Real(0, says=_POSITIVE), 0.0,
+            "tokens (prompt + completion) per minute to this judge over all threads and tasks; `0` = no limit", 200000),
+    Setting("adaptive", Flag(), True,
+            "lower the calls in flight when the judge answers 429, raise them again as calls succeed", False),
+    Setting("mode", Choice(MODES), "online",
+            "`batch` sends the run's uncached requests through the provider's batch API at about half the price "
+            "([batch mode](scale.md#batch-mode))", "batch"),
+    Setting("batch_poll_seconds", Real(0, MAX_BATCH_POLL, above=True), 30.0,
+            "how often a batch job's state is read", 120),
+    Setting("batch_max_hours", Real(0, MAX_BATCH_HOURS, above=True), 26.0,
+            "stop waiting for a batch job after this long (the job is kept; a rerun collects it)", 30),
+    Setting("batch_wait", Flag(), True,
+            "`false`: submit the batch and stop; rerunning the same command collects the results", False),
+    Setting("batch_fallback", Choice(BATCH_FALLBACKS), "online",
+            "what happens to requests a batch failed or let expire: online calls, or counted `judge_failed`", "fail"),
+    Setting("dry_run", Flag(), False,
+            "estimate what judging would cost and stop before the first judge call "
+            "([dry run](scale.md#dry-run-and-budget))", True),
+    Setting("budget_usd", Real(0, says="{label}={value} must be a finite amount of dollars, 0 or more"), None,
+            "refuse to start judging when the run's estimate is above this many US dollars", 25),
+    Setting("prices", Text("give a JSON object or a file, or remove the setting",
+                           "a JSON object, or the path of a `.json`/`.yaml` file holding one", objects=True), None,
+            "overrides rows of the price table ([prices](scale.md#prices))",
+            {"my-finetune": {"input": 1.0, "output": 4.0}}),
+    Setting("max_reply_bytes", Whole(MIN_REPLY_BYTES, MAX_REPLY_BYTES, says="{label}={value} must be between {lo} and "
+                                     "{hi} (bytes of one reply; unset: sized from max_tokens)"), None,
+            "the most bytes one reply may take, as sent and after undoing its gzip/deflate encoding; a bigger one is "
+            "the sample's `reply_too_large` failure, never retried nor cached "
+            "([network bounds](reliability.md#network-bounds))", 4 << 20,
+            default_text=f"{REPLY_BYTES_BASE >> 20} MiB + {REPLY_BYTES_PER_TOKEN} bytes per `max_tokens` token "
+                         f"({default_reply_bytes(DEFAULT_MAX_TOKENS):,} bytes at {DEFAULT_MAX_TOKENS:,} tokens)"),
+    # How a task's judge is run: the whole run's options, never a panel member's.
+    Setting("panel", Members(MAX_PANEL), (),
+            "several judges per sample, their verdicts combined by `panel_rule` ([panels](panels.md#panels))",
+            [{"backend": "local"}, {"backend": "openai", "model": "gpt-4o-2024-08-06"}, {"backend": "gemini"}],
+            RUN_LAYERS, default_text="unset (one judge)"),
+    Setting("panel_rule", Choice(PANEL_RULES, fold_case=True), "majority",
+            "how the members' verdicts combine", "unanimous", RUN_LAYERS),
+    Setting("panel_min", Whole(), None,
+            "how many members must give a verdict for the panel to decide a sample", 2, RUN_LAYERS,
+            default_text="a strict majority of the members", allowed_text="1 to the number of panel members"),
+    Setting("cascade", Flag(), False,
+            "GPT4-EM only: the offline `local` judge first, the LLM judge only for what it does not accept "
+            "([cascade](panels.md#cascade))", True, RUN_LAYERS),
+    Setting("media_dirs", Folders(), (),
+            "VLM tasks: more folders a media response may be attached from, besides the generator's own "
+            "([media outputs](media-models.md#media-outputs-what-the-judge-attaches))", ["/data/renders"], RUN_LAYERS),
+    Setting("audit", Flag(), False,
+            "after judging, audit the judge once per run and record the summary ([audit](audit.md))", True, RUN_LAYERS),
+    Setting("audit_limit", Whole(1, MAX_AUDIT_LIMIT, says="{label}={value} must be between {lo} and {hi} (answers "
+                                 "per attack family)"), AUDIT_LIMIT,
+            "answers per attack family in that audit", 50, RUN_LAYERS),
+    Setting("stream", Flag(), True,
+            "judge each sample as the model finishes it, while the others still generate; on wherever that changes "
+            "nothing (off for batch mode, the dry run and filters that read all responses; with a budget, on when "
+            "the budget covers the worst case) ([judging while generating](scale.md#judging-while-the-model-generates))",
+            False, RUN_LAYERS),
+    Setting("pass_at", Counts(1, MAX_REPEATS), (),
+            "with `repeats` k > 1: the k' of the `pass@k'` metrics; unset = 1 and k "
+            "([k samples per problem](tasks.md#k-samples-per-problem))", [1, 4, 16], RUN_LAYERS),
+    Setting("counterfactual", Flag(), False,
+            "ask each LLM judge's Correct verdict once more with a wrong reference; Correct under both is not "
+            "credited, flagged and counted in `judge_counterfactual` ([the re-check](audit.md#the-counterfactual-re-check))",
+            True, RUN_LAYERS),
+)
+SETTING = {s.name: s for s in SETTINGS}
+assert len(SETTING) == len(SETTINGS), "two rows share a name"
+# Settings an earlier release had, and what stands in their place: every spelling of one in any layer is
+# refused as unknown and named as retired, never taken for a typo of a live setting.
+RETIRED = {"dedupe": "equivalent final answers no longer share one verdict; every sample is judged on its own, "
+                     "and identical requests are still sent once"}
+assert not set(RETIRED) & set(SETTING), "a retired setting is back in the table"
+
+
+def spellings(name: str, layer: str, judge: str | None = None) -> tuple[str, ...]:
+    """A setting's names in one layer, lowest precedence first: the generic name, then the judge-scoped
+    ones (``judge``'s own, or every judge's when None). The task YAML and a panel member use the bare name."""
+    scopes = [SCOPES[judge]] if judge else list(SCOPES.values())
+    if layer == "env":
+        return (ENV_PREFIX + name.upper(), *(f"{ENV_PREFIX}{s.upper()}_{name.upper()}" for s in scopes))
+    if layer == "metadata":
+        return (META_PREFIX + name, *(f"{s}_{META_PREFIX}{name}" for s in scopes))
+    return (name,)
+
+
+# ---------------------------------------------------------------------- the dataclasses, from the table
+class _Checked:
+    """Every value is checked against its row when built: type first, then range (the first problem is raised)."""
+    _rows: ClassVar[tuple[Setting, ...]] = ()
+
+    def __post_init__(self):
+        for row in self._rows:
+            row.check_type(getattr(self, row.name))
+        for problem in _problems(self):
+            raise ConfigError(problem)
+
+
+def _problems(settings: _Checked):
+    """Yield a message per invalid value: each row's own rule, then the rules between settings."""
+    for row in settings._rows:
+        if (problem := row.problem(getattr(settings, row.name))) is not None:
+            yield problem
+    if isinstance(settings, _RunOptions):
+        yield from _option_problems(settings)
+
+
+def _from_table(name: str, base: type, rows: tuple[Setting, ...]) -> type:
+    columns = [(r.name, r.kind.py | None if r.optional else r.kind.py, field(default=r.default)) for r in rows]
+    return make_dataclass(name, columns, bases=(base,), frozen=True,
+                          namespace={"__module__": __name__, "__qualname__": name, "__doc__": base.__doc__,
+                                     "_rows": rows})
+
+
+class _JudgeSettings(_Checked):
+    """One judge's settings (``SETTINGS`` rows a panel member may set), each checked when built."""
 
     @property
     def reply_bytes(self) -> int:
         """The byte cap on one reply of this judge (backends/wire): the setting, else sized from max_tokens."""
         return self.max_reply_bytes if self.max_reply_bytes is not None else default_reply_bytes(self.max_tokens)
-
-    def __post_init__(self):
-        for f in fields(self):
-            _check_type(f.name, getattr(self, f.name))
-        for problem in _problems(self):
-            raise ConfigError(problem)
 
     def resolved_cache_dir(self) -> str:
         return self.cache_dir or default_cache_dir()
@@ -104,122 +236,29 @@ class JudgeSettings:
         return dataclasses.asdict(self)
 
 
-FIELDS = {f.name: f for f in fields(JudgeSettings)}  # the setting names, in declaration order
-# name -> (accepted types, may be None); explicit, so `int | None` fields are converted too.
-TYPES: dict[str, tuple[type, bool]] = {
-    "backend": (str, False), "model": (str, False), "base_url": (str, True), "temperature": (float, False),
-    "max_tokens": (int, False), "concurrency": (int, False), "rpm": (float, False), "timeout": (float, False),
-    "max_retries": (int, False), "cache": (bool, False), "cache_dir": (str, True), "preflight": (bool, False),
-    "cache_network_fs": (str, False), "thinking_budget": (int, True), "reasoning_effort": (str, True), "tpm": (float, False),
-    "adaptive": (bool, False), "mode": (str, False), "batch_poll_seconds": (float, False),
-    "batch_max_hours": (float, False), "batch_wait": (bool, False), "batch_fallback": (str, False),
-    "dry_run": (bool, False), "budget_usd": (float, True), "prices": (str, True), "max_reply_bytes": (int, True),
-}
-assert set(TYPES) == set(FIELDS), "every setting needs an entry in TYPES"
-
-
-@dataclass(frozen=True)
-class RunOptions:
+class _RunOptions(_Checked):
     """How a task's judge is run: one judge (the default), a panel, or a rule-then-LLM cascade."""
-    panel: tuple[Mapping[str, Any], ...] = ()  # each member: judge settings overriding the run's own
-    panel_rule: str = "majority"
-    panel_min: int | None = None  # None: a strict majority of the members must give a verdict
-    cascade: bool = False
-    media_dirs: tuple[str, ...] = ()  # VLM tasks: more folders media may be attached from (resolved paths)
-    audit: bool = False  # measure the judge's gullibility once per run (lm_eval_mathjudge.audit)
-    audit_limit: int = AUDIT_LIMIT
-    stream: bool = True  # judge each sample as its generation arrives, where that changes nothing (harness/run.py)
-    pass_at: tuple[int, ...] = ()  # with repeats k > 1: the k' of pass@k' (each 1..k); () = 1 and k
-    counterfactual: bool = False  # re-check each LLM Correct verdict against a wrong reference (judging/counterfactual.py)
-
-    def __post_init__(self):
-        for problem in _option_problems(self):
-            raise ConfigError(problem)
 
     @property
     def quorum(self) -> int:
         return self.panel_min if self.panel_min is not None else len(self.panel) // 2 + 1
 
 
-def _option_problems(o: RunOptions):
-    if o.panel and not 2 <= len(o.panel) <= MAX_PANEL:
-        yield f"judge_panel has {len(o.panel)} member(s); a panel needs 2 to {MAX_PANEL}"
-    if o.panel_rule not in PANEL_RULES:
-        yield f"judge_panel_rule={shown(o.panel_rule)} must be one of {', '.join(PANEL_RULES)}"
+def _option_problems(o: Any):
+    """The rules between run options (each option's own range is its row's)."""
     if o.panel_min is not None and not 1 <= o.panel_min <= max(1, len(o.panel)):
         yield (f"judge_panel_min={o.panel_min} must be between 1 and the number of panel members "
                f"({len(o.panel)})")
     if o.panel and o.cascade:
         yield "judge_panel and judge_cascade cannot be combined; choose one"
-    if not 1 <= o.audit_limit <= MAX_AUDIT_LIMIT:
-        yield f"judge_audit_limit={o.audit_limit} must be between 1 and {MAX_AUDIT_LIMIT} (answers per attack family)"
-    if any(not 1 <= k <= MAX_REPEATS for k in o.pass_at):
-        yield f"judge_pass_at={list(o.pass_at)} must list whole numbers between 1 and {MAX_REPEATS}"
     if not o.panel and (o.panel_min is not None or o.panel_rule != "majority"):
         yield "judge_panel_rule/judge_panel_min are set but judge_panel is not; add the panel members or remove them"
 
 
-# ---------------------------------------------------------------------- validation
-def _check_type(name: str, value: Any) -> None:
-    kind, optional = TYPES[name]
-    if value is None and optional:
-        return
-    ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        ok = True
-    if not ok:
-        raise ConfigError(f"judge setting {name}={shown(value)} is not a {kind.__name__}")
-
-
-def _problems(s: JudgeSettings):
-    """Yield a message per invalid value (the first one is raised)."""
-    if s.backend not in BACKENDS:
-        yield f"judge backend {shown(s.backend)} is unknown; use one of {', '.join(BACKENDS)}"
-    if not s.model.strip():
-        yield "judge model is empty; name a model or remove the setting to use the default"
-    for name in ("temperature", "rpm", "timeout", "tpm", "batch_poll_seconds", "batch_max_hours"):
-        if not math.isfinite(getattr(s, name)):
-            yield f"judge {name}={getattr(s, name)} is not a finite number"
-    if not 0.0 <= s.temperature <= MAX_TEMPERATURE:
-        yield f"judge temperature={s.temperature} is outside 0..{MAX_TEMPERATURE}"
-    if not 1 <= s.concurrency <= MAX_CONCURRENCY:
-        yield f"judge concurrency must be at least 1 and at most {MAX_CONCURRENCY} (got {s.concurrency})"
-    if not 0 <= s.max_retries <= MAX_RETRIES_LIMIT:
-        yield (f"judge max_retries={s.max_retries} must be between 0 and {MAX_RETRIES_LIMIT}: a judge that is "
-               "down for longer needs a rerun, not more waiting")
-    if not 1 <= s.max_tokens <= MAX_TOKENS_LIMIT:
-        yield f"judge max_tokens={s.max_tokens} must be between 1 and {MAX_TOKENS_LIMIT}"
-    if s.max_reply_bytes is not None and not MIN_REPLY_BYTES <= s.max_reply_bytes <= MAX_REPLY_BYTES:
-        yield (f"judge max_reply_bytes={s.max_reply_bytes} must be between {MIN_REPLY_BYTES} and {MAX_REPLY_BYTES} "
-               "(bytes of one reply; unset: sized from max_tokens)")
-    if not 0 < s.timeout <= MAX_TIMEOUT:
-        yield f"judge timeout={s.timeout} must be more than 0 and at most {MAX_TIMEOUT:.0f} seconds"
-    if s.rpm < 0:
-        yield f"judge rpm={s.rpm} must be positive (0 = unlimited)"
-    if s.tpm < 0:
-        yield f"judge tpm={s.tpm} must be positive (0 = unlimited)"
-    if s.mode not in MODES:
-        yield f"judge mode={shown(s.mode)} must be one of {', '.join(MODES)}"
-    if s.batch_fallback not in BATCH_FALLBACKS:
-        yield f"judge batch_fallback={shown(s.batch_fallback)} must be one of {', '.join(BATCH_FALLBACKS)}"
-    if not 0 < s.batch_poll_seconds <= MAX_BATCH_POLL:
-        yield f"judge batch_poll_seconds={s.batch_poll_seconds} must be more than 0 and at most {MAX_BATCH_POLL:.0f}"
-    if not 0 < s.batch_max_hours <= MAX_BATCH_HOURS:
-        yield f"judge batch_max_hours={s.batch_max_hours} must be more than 0 and at most {MAX_BATCH_HOURS:.0f}"
-    if s.budget_usd is not None and not (math.isfinite(s.budget_usd) and s.budget_usd >= 0):
-        yield f"judge budget_usd={s.budget_usd} must be a finite amount of dollars, 0 or more"
-    if s.prices is not None and not s.prices.strip():
-        yield "judge prices is empty; give a JSON object or a file, or remove the setting"
-    if s.thinking_budget is not None and not (s.thinking_budget == -1 or 0 <= s.thinking_budget <= THINKING_BUDGET_MAX):
-        yield f"judge thinking_budget={s.thinking_budget} must be -1 (dynamic) or 0..{THINKING_BUDGET_MAX}"
-    if s.reasoning_effort is not None and s.reasoning_effort not in REASONING_EFFORTS:
-        yield f"judge reasoning_effort={shown(s.reasoning_effort)} must be one of {', '.join(REASONING_EFFORTS)}"
-    if s.base_url is not None and urlsplit(s.base_url).scheme not in ("http", "https"):
-        yield f"judge base_url={shown(s.base_url)} must be an http:// or https:// URL"
-    if s.cache_dir is not None and not s.cache_dir.strip():
-        yield "judge cache_dir is empty; name a folder or remove the setting"
-    if s.cache_network_fs not in NETWORK_FS_POLICIES:
-        yield f"judge cache_network_fs={shown(s.cache_network_fs)} must be one of {', '.join(NETWORK_FS_POLICIES)}"
+JudgeSettings = _from_table("JudgeSettings", _JudgeSettings, tuple(s for s in SETTINGS if s.judge_setting))
+RunOptions = _from_table("RunOptions", _RunOptions, tuple(s for s in SETTINGS if not s.judge_setting))
+FIELDS = {f.name: f for f in dataclasses.fields(JudgeSettings)}  # the judge settings' names, in table order
+RUN_OPTIONS = tuple(f.name for f in dataclasses.fields(RunOptions))
 
 
 def default_cache_dir() -> str:

@@ -20,27 +20,20 @@ client is built at once.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
-from ...calls.retry import RetryPolicy, call_with_retries
-from ...core.errors import FatalJudgeError, JudgeCallError, TransientJudgeError
+from ...core.errors import FatalJudgeError, TransientJudgeError
 from ...core.redact import redact
 from ...core.types import JudgeRequest, Media, Reply
 from ...settings import credentials
 from ...settings.schema import JudgeSettings
-from .. import endpoints, wire
+from .. import _preflight, endpoints, wire
 from .._lazy import LazyClient
 from . import errors, files, requests
 from .replies import reply_of
 
 if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
     from google.genai import errors as genai_errors
-
-log = logging.getLogger(__name__)
-
-PREFLIGHT_TIMEOUT = 30.0  # seconds per preflight attempt (at most the judge timeout)
-PREFLIGHT_RETRIES = 2  # transient preflight failures retried (at most judge max_retries)
 
 
 def create(settings: JudgeSettings, judge: str) -> "GeminiBackend":
@@ -58,10 +51,6 @@ class GeminiBackend(LazyClient):
     def client_endpoint(self) -> str:
         """Where the built SDK client sends requests (building it now if it was not)."""
         return endpoints.gemini_client_endpoint(getattr(self._client, "_api_client", None), self._settings.base_url)
-
-    def connect(self) -> None:
-        """Build the SDK client now: missing credentials or project fail here, before generation."""
-        self._client  # noqa: B018 - the property builds it
 
     def _build_client(self) -> Any:
         from google import genai
@@ -127,35 +116,22 @@ class GeminiBackend(LazyClient):
         A 404 that is not Google's NOT_FOUND for this model (a proxy without
         the route), or a 405, is let through with a warning.
         """
+        self.connect()  # a client that cannot be built is a config error, not an unanswered lookup
+        _preflight.look_up(self._settings, self._endpoint, self._lookup)
+
+    def _lookup(self, timeout: float) -> None:
+        from google.genai import errors as genai_errors
         from google.genai import types
 
-        s = self._settings
-        timeout = min(s.timeout, PREFLIGHT_TIMEOUT)
-        self.connect()  # a client that cannot be built is a config error, not an unanswered lookup
         config = types.GetModelConfig(http_options=types.HttpOptions(
             timeout=max(1, int(timeout * 1000)), retry_options=types.HttpRetryOptions(attempts=1)))
-        policy = RetryPolicy(max_retries=min(s.max_retries, PREFLIGHT_RETRIES))
-        try:
-            call_with_retries(lambda: self._lookup(config), policy)
-        except _NoRoute:
-            log.warning("the gemini judge endpoint %s has no models route; preflight could not check the "
-                        "model %s (the first judge call will)", self._endpoint, s.model)
-        except JudgeCallError as exc:
-            raise FatalJudgeError(
-                f"preflight: the gemini judge at {self._endpoint} (model {s.model}) did not answer the model "
-                f"lookup: {str(exc).rstrip('.')}. Check judge_base_url / GOOGLE_GEMINI_BASE_URL, the key and "
-                "judge_model; judge_preflight=false skips this check", kind="preflight", status=exc.status) from None
-
-    def _lookup(self, config: Any) -> None:
-        from google.genai import errors as genai_errors
-
         try:
             self._client.models.get(model=self._settings.model, config=config)
         except genai_errors.APIError as exc:
             text = str(exc.message or exc.details or "")
             model_unknown = exc.status == "NOT_FOUND" or self._settings.model in text
             if exc.code == 405 or (exc.code == 404 and not model_unknown):
-                raise _NoRoute() from None
+                raise _preflight.NoRoute() from None
             raise self.api_error(exc) from None
         except (ValueError, KeyError) as exc:  # a 200 that is not a Model: something answers, not Gemini
             raise TransientJudgeError(redact(f"malformed model lookup response: {exc}"[:500]),
@@ -193,9 +169,3 @@ class GeminiBackend(LazyClient):
         if self._http is not None:
             self._http.close()
             self._http = None
-
-
-class _NoRoute(Exception):
-    """The server has no such route (not: no such model)."""
-
-

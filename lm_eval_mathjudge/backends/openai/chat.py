@@ -26,7 +26,6 @@ import base64
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ...calls.retry import RetryPolicy, call_with_retries
 from ...core.errors import (FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError,
                             UnsendableRequest)
 from ...core.redact import public_url, redact
@@ -35,7 +34,8 @@ from ...settings import credentials
 from ...settings.models import is_reasoning_model
 from ...settings.schema import JudgeSettings
 from .. import endpoints, wire
-from .._http import building_request, check_text, status_error
+from .. import _preflight
+from .._http import building_request, check_text, message_content, status_error
 from .._lazy import LazyClient
 
 if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
@@ -43,8 +43,6 @@ if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
 
 log = logging.getLogger(__name__)
 
-PREFLIGHT_TIMEOUT = 30.0  # seconds per preflight attempt (at most the judge timeout)
-PREFLIGHT_RETRIES = 2  # transient preflight failures retried (at most judge max_retries)
 MODEL_LIST_BYTES = 16 << 20  # a model list (a proxy serving hundreds of models) may be larger than one reply
 
 def create(settings: JudgeSettings, judge: str) -> "OpenAIChatBackend":
@@ -71,10 +69,6 @@ class OpenAIChatBackend(LazyClient):
             if "http_client" in kwargs:
                 kwargs["http_client"].close()
             raise FatalJudgeError(redact(f"cannot build the {settings.backend} client: {exc}"), kind="config") from None
-
-    def connect(self) -> None:
-        """Build the SDK client now: a missing Azure endpoint or API version fails here, before generation."""
-        self._client  # noqa: B018 - the property builds it
 
     def identity(self) -> dict[str, Any]:
         s = self._settings
@@ -109,7 +103,8 @@ class OpenAIChatBackend(LazyClient):
         s = self._settings
         check_text(request)
         with building_request():
-            params: dict[str, Any] = {"model": s.model, "messages": [{"role": "user", "content": _content(request)}]}
+            content = message_content(request, _image_part)
+            params: dict[str, Any] = {"model": s.model, "messages": [{"role": "user", "content": content}]}
         if is_reasoning_model(s.model):
             params["max_completion_tokens"] = s.max_tokens
             if s.reasoning_effort:
@@ -129,31 +124,22 @@ class OpenAIChatBackend(LazyClient):
         first judge call.
         """
         s = self._settings
-        timeout = min(s.timeout, PREFLIGHT_TIMEOUT)
-        policy = RetryPolicy(max_retries=min(s.max_retries, PREFLIGHT_RETRIES))
         self.connect()  # a client that cannot be built is a config error, not an unanswered lookup
-        try:
-            if s.backend == "azure":
-                call_with_retries(lambda: self._lookup(lambda: self._client.models.list(timeout=timeout)), policy)
-                log.info("azure judge at %s answers; deployment %s is checked by the first call", self._endpoint,
-                         s.model)
-                return
-            try:
-                call_with_retries(lambda: self._lookup(lambda: self._client.models.retrieve(s.model, timeout=timeout)),
-                                  policy)
-            except _NoRoute:
-                self._preflight_list(timeout, policy)
-        except JudgeCallError as exc:
-            raise self._preflight_failure(exc) from None
-
-    def _preflight_list(self, timeout: float, policy: RetryPolicy) -> None:
-        s = self._settings
-        try:
-            page = call_with_retries(lambda: self._lookup(lambda: self._client.models.list(timeout=timeout)), policy)
-        except _NoRoute:
-            log.warning("the judge endpoint %s has no models route; preflight could not check the model %s "
-                        "(the first judge call will)", self._endpoint, s.model)
+        if s.backend == "azure":
+            _preflight.look_up(s, self._endpoint, self._list)
+            log.info("azure judge at %s answers; deployment %s is checked by the first call", self._endpoint, s.model)
             return
+        _preflight.look_up(s, self._endpoint, self._retrieve, no_route=self._preflight_list)
+
+    def _retrieve(self, timeout: float) -> Any:
+        return self._lookup(lambda: self._client.models.retrieve(self._settings.model, timeout=timeout))
+
+    def _list(self, timeout: float) -> Any:
+        return self._lookup(lambda: self._client.models.list(timeout=timeout))
+
+    def _preflight_list(self) -> None:
+        s = self._settings
+        page = _preflight.look_up(s, self._endpoint, self._list)
         served = [m.id for m in getattr(page, "data", None) or []]
         if served and s.model not in served:
             raise FatalJudgeError(
@@ -162,7 +148,7 @@ class OpenAIChatBackend(LazyClient):
                 "judge_preflight=false if this server accepts models it does not list", kind="preflight")
 
     def _lookup(self, call):
-        """One preflight request, its errors mapped like a judge call's; a missing route is _NoRoute."""
+        """One preflight request, its errors mapped like a judge call's; a missing route is NoRoute."""
         import openai
 
         try:
@@ -170,18 +156,10 @@ class OpenAIChatBackend(LazyClient):
                 return call()
         except openai.APIStatusError as exc:
             if exc.status_code == 405 or (exc.status_code == 404 and not _about_model(exc, self._settings.model)):
-                raise _NoRoute() from None
+                raise _preflight.NoRoute() from None
             raise self._status_error(exc) from None
         except openai.APIError as exc:
             raise self._exchange_error(exc) from None
-
-    def _preflight_failure(self, exc: JudgeCallError) -> FatalJudgeError:
-        if isinstance(exc, FatalJudgeError) and exc.kind == "preflight":
-            return exc
-        return FatalJudgeError(
-            f"preflight: the {self._settings.backend} judge at {self._endpoint} (model {self._settings.model}) "
-            f"did not answer the model lookup: {str(exc).rstrip('.')}. Check judge_base_url / OPENAI_BASE_URL, "
-            "the key and judge_model; judge_preflight=false skips this check", kind="preflight", status=exc.status)
 
     def _status_error(self, exc: openai.APIStatusError) -> JudgeCallError:
         return status_error(exc.status_code, server_message(exc), keys=credentials.SERVICES[self._settings.backend].rejected,
@@ -218,10 +196,6 @@ class OpenAIChatBackend(LazyClient):
     def close(self) -> None:
         if self._sdk_client is not None:  # never built: nothing to close, and no SDK to import
             self._sdk_client.close()
-
-
-class _NoRoute(Exception):
-    """The server has no such route (not: no such model)."""
 
 
 def _about_model(exc: openai.APIStatusError, model: str) -> bool:
@@ -272,15 +246,6 @@ def server_message(exc: openai.APIStatusError) -> str:
         if isinstance(body, dict):
             return str(body.get("message") or body)[:500]
     return str(body or exc.message)[:500]
-
-
-def _content(request: JudgeRequest) -> Any:
-    if not request.media and request.output_text is None:
-        return request.prompt
-    parts = [{"type": "text", "text": request.prompt}]
-    if request.output_text is not None:
-        parts.append({"type": "text", "text": request.output_text})
-    return parts + [_image_part(m) for m in request.media]
 
 
 def _image_part(media: Media) -> dict[str, Any]:

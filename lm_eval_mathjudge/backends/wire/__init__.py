@@ -1,6 +1,6 @@
 """Every byte read from a network, bounded: one deadline, a byte cap, no redirect to another origin.
 
-The SDKs (openai, google-genai) send through httpx or its fork httpx2. Every SDK client the
+The SDKs (openai, google-genai, ...) send through httpx or its fork httpx2. Every SDK client the
 package builds gets its HTTP client here (``sdks.py``): the SDK's own httpx client class, each
 transport it makes (the default one, a proxy's) wrapped in a bounded one (``transport.py``).
 Per exchange (a request, and the same-origin redirects httpx follows for it):
@@ -28,11 +28,11 @@ import functools
 
 from ...core.errors import JudgeCallError
 from ...settings.schema import JudgeSettings
-from .sdks import google_http_options, openai_http_client
-from .transport import Bounds, scoped
+from .sdks import bounded_client, google_http_options, openai_http_client
+from .transport import Bounds, flavour, scoped
 
-__all__ = ["Bounds", "carried", "google_http_options", "http_exceptions", "judge_bounds", "openai_http_client",
-           "scoped"]
+__all__ = ["Bounds", "bounded_client", "carried", "flavour", "google_http_options", "http_exceptions", "judge_bounds",
+           "openai_http_client", "scoped"]
 
 
 def judge_bounds(settings: JudgeSettings) -> Bounds:

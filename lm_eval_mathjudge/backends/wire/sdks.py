@@ -1,11 +1,14 @@
-"""How each SDK takes the bounded HTTP client (the one place that knows).
+"""How each SDK takes the bounded HTTP client.
 
+``bounded_client`` makes a client class (an httpx flavour's ``Client``, or an SDK's own subclass)
+build only bounded transports, and refuses a client one of whose transports it could not reach.
 openai: ``http_client=``, an instance of ``openai.DefaultHttpxClient`` (the SDK's defaults:
-redirects followed, its connection limits) made bounded. google-genai: ``HttpOptions.httpx_client``
-where the SDK has it (1.3x and later), a bounded client of the httpx flavour it would pick;
-older releases only take ``client_args``, so they get the bounded transport there (httpx then
-ignores proxy variables: it reads them only for the transports it builds itself).
-"""
+redirects followed, its connection limits) made bounded. An SDK whose default client builds its
+transports itself gets a bounded client of its httpx flavour (``flavour``) with the SDK's options.
+google-genai: ``HttpOptions.httpx_client`` where the SDK has it (1.3x and later), a bounded client
+of the httpx flavour it would pick; older releases only take ``client_args``, so they get the
+bounded transport there (httpx then ignores proxy variables: it reads them only for the
+transports it builds itself)."""
 
 from __future__ import annotations
 
@@ -16,11 +19,17 @@ from ...core.errors import ConfigError
 from .transport import Bounds, classes, client_class, flavour
 
 
+def bounded_client(base: type, bounds: Bounds, sdk: str, **options: Any) -> Any:
+    """A client of ``base`` (an httpx flavour's ``Client``, or an SDK's subclass of it) built with ``options``,
+    every transport it builds bounded; ``sdk`` names the SDK when that cannot be done."""
+    return _checked(client_class(base)(bounds=bounds, **options), sdk)
+
+
 def openai_http_client(bounds: Bounds) -> Any:
     """The ``http_client`` of an ``openai.OpenAI`` / ``AzureOpenAI`` client."""
     import openai
 
-    return _checked(client_class(openai.DefaultHttpxClient)(bounds=bounds), "openai")
+    return bounded_client(openai.DefaultHttpxClient, bounds, "openai")
 
 
 def google_http_options(bounds: Bounds, **options: Any) -> tuple[Any, Any]:
@@ -28,9 +37,8 @@ def google_http_options(bounds: Bounds, **options: Any) -> tuple[Any, Any]:
     from google.genai import types
 
     if "httpx_client" in types.HttpOptions.model_fields:
-        hx = _google_flavour()
-        client = _checked(client_class(hx.Client)(bounds=bounds, follow_redirects=True, timeout=bounds.seconds),
-                          "google-genai")
+        client = bounded_client(_google_flavour().Client, bounds, "google-genai", follow_redirects=True,
+                                timeout=bounds.seconds)
         return types.HttpOptions(httpx_client=client, **options), client
     import httpx  # google-genai before 1.3x sends through httpx only
 

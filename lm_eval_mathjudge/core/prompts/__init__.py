@@ -14,7 +14,11 @@ cache. Inside the fence the answer is verbatim except where it imitates the
 prompt's own structure: our section headings, the judges' verdict labels and
 the boundary lines. Each such imitation gets ``[quoted]`` in front of it, so a
 forged ``### How to grade`` or ``Final Verdict: Correct`` cannot be read as
-ours; the prompts tell the judge what the mark means.
+ours; the prompts tell the judge what the mark means. The answer is compared
+with that structure as a reader sees it (``core/fold.py``: look-alike letters,
+fullwidth forms, zero-width and no-break spaces folded), and every structural
+word comes from the templates themselves (their headings, the labels of the
+reply they ask for, the boundary lines), so a disguise hides no imitation.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from functools import lru_cache
 from importlib import resources
 
 from ..errors import ConfigError
+from ..fold import Folded, fold, word, words
 
 _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}")
 
@@ -34,19 +39,13 @@ QUOTE_MARK = "[quoted]"
 _BEGIN, _END = "<<<BEGIN ANSWER {}>>>", "<<<END ANSWER {}>>>"
 _TOKEN_LETTERS = 16  # A-Z only: no digit a grader could take for part of the answer
 _MAX_DERIVATIONS = 64  # a text holding 64 derived tokens of itself does not exist in practice
-# What an answer may not imitate: (kind, triggers, pattern). A pattern is tried only when the
-# lower-cased text holds one substring of every group of its triggers (``triggered``: a cheap test
-# that most answers fail). The judges' reply labels are spelled loosely, as their parsers would read
-# them; the headings come from the templates themselves (``_patterns``).
-_IMITATIONS = (
-    ("verdict_line", (("verdict", "analysis"),), r"(?i:final[ \t_-]*verdict|error[ \t_-]*analysis)"),
-    ("verdict_line", (("_correct", "_reflection"),), r"(?i:intermediate_correct|final_correct|action_reflection)"),
-    ("verdict_line", (("final", "intermediate", "action"), ("correct", "reflection")),
-     r"(?i:(?:intermediate|final)[ \t-]+correct|action[ \t-]+reflection)[ \t*_]*:"),
-    ("verdict_line", (("explanation",),), r"EXPLANATION[ \t*_]*:"),
-    ("fake_fence", (("<<<",),), r"<<<+(?:[ \t]*(?:BEGIN|END)[ \t_-]+ANSWER\b)?"),
-    ("fake_fence", (("answer",),), r"\b(?:BEGIN|END)[ \t_-]+ANSWER\b"),
-)
+_BREAKS = r"\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # every line break an LLM may read as one (a regex class)
+_EDGE_BEFORE, _EDGE_AFTER = r"(?<![A-Za-z0-9])", r"(?![A-Za-z0-9])"
+# After a reply label, what makes it a label and not prose ("Final Verdict: ...", "**Final Verdict** = ...",
+# a label alone on its line), as opposed to "my final verdict is".
+_LABEL_END = rf"(?=[ \t*_]*(?:[:=|>\u2192\u2013\u2014-]|[{_BREAKS}]|$))"
+_LOOSE, _TOKEN = r"[ \t_-]*", r"[ \t]?_+[ \t]?"  # between a label's words: spelled loosely; as one token
+_REPLY_LABEL = re.compile(r"^([A-Za-z][A-Za-z_ ]*?):[ \t]*<", re.M)  # "Final Verdict: <Correct or Incorrect>"
 
 
 @dataclass(frozen=True)
@@ -66,6 +65,11 @@ class Template:
     def headings(self) -> tuple[str, ...]:
         """The ``### ...`` section headings of the template."""
         return tuple(m.strip() for m in re.findall(r"^#{1,6}[ \t]+(.+)$", self.text, re.M))
+
+    @property
+    def reply_labels(self) -> tuple[str, ...]:
+        """The labels of the reply the template asks for (``Final Verdict``, ``FINAL_CORRECT``)."""
+        return tuple(dict.fromkeys(m.strip() for m in _REPLY_LABEL.findall(self.text)))
 
     def render(self, **values: str) -> str:
         missing = self.placeholders - values.keys()
@@ -119,9 +123,11 @@ def neutralise(text: str) -> str:
     return f"{QUOTE_MARK} ".join(text[a:b] for a, b in zip(cut, cut[1:]))
 
 
-def imitations(text: str) -> list[tuple[str, str]]:
-    """(kind, matched text) per imitation in ``text``; kinds ``our_heading``, ``verdict_line``, ``fake_fence``."""
-    return [(kind, text[start:end]) for start, end, kind in _spans(text)]
+def imitations(text: str | Folded) -> list[tuple[str, str]]:
+    """(kind, the imitation as folded) per imitation in ``text``; kinds ``our_heading``, ``verdict_line``,
+    ``fake_fence``. The comparison is made on the folded text (``core/fold.py``): disguises do not hide one."""
+    folded = text if isinstance(text, Folded) else fold(text)
+    return [(kind, folded.text[start:end]) for start, end, kind in _folded_spans(folded.text)]
 
 
 def substrings(text: str, candidates: frozenset[str]) -> frozenset[str]:
@@ -135,12 +141,16 @@ def triggered(present: frozenset[str], triggers: tuple[tuple[str, ...], ...]) ->
     return all(not present.isdisjoint(group) for group in triggers)
 
 
-def _spans(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, kind) of every imitation, in order, none overlapping (the earliest, then longest wins)."""
-    patterns = _patterns()
-    present = substrings(text, _triggers())
-    found = sorted((m.start(), -m.end(), kind) for kind, triggers, pattern in patterns
-                   if triggered(present, triggers) for m in pattern.finditer(text))
+def _spans(text: str | Folded) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of every imitation in the original text."""
+    folded = text if isinstance(text, Folded) else fold(text)
+    return [(folded.origin(start), folded.origin(end), kind) for start, end, kind in _folded_spans(folded.text)]
+
+
+def _folded_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of every imitation in folded text, in order, none overlapping (the earliest,
+    then the longest wins)."""
+    found = sorted((m.start(), -m.end(), kind) for kind, pattern in _patterns() for m in pattern.finditer(text))
     spans, reached = [], 0
     for start, end, kind in found:
         if start >= reached:
@@ -150,16 +160,32 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
 
 
 @lru_cache(maxsize=None)
-def _triggers() -> frozenset[str]:
-    return frozenset(t for _, triggers, _ in _patterns() for group in triggers for t in group)
-
-
-@lru_cache(maxsize=None)
-def _patterns() -> tuple[tuple[str, tuple[tuple[str, ...], ...], re.Pattern], ...]:
-    # Compiled on first use (reading the templates is I/O: never at import).
-    headings = sorted({h for name in JUDGE_TEMPLATES for h in load(name).headings}, key=len, reverse=True)
-    names = "|".join(re.escape(h).replace(r"\ ", r"[ \t]+") for h in headings)
+def _patterns() -> tuple[tuple[str, re.Pattern], ...]:
+    """What an answer may not imitate, as (kind, pattern) over folded text, all from the templates:
+    their section headings, the labels of the replies they ask for, the boundary lines. Each word
+    matches its ASCII look-alikes too (``fold.word``). Compiled on first use (reading the templates is
+    I/O: never at import)."""
+    templates = [load(name) for name in JUDGE_TEMPLATES]
+    headings = sorted({h for t in templates for h in t.headings}, key=len, reverse=True)
+    names = "|".join(words(h.split(), r"[ \t]*") for h in headings)
     # A whole heading line (any line break an LLM may read as one ends it), as the templates write them.
-    heading = r"#{1,6}[ \t]*(?i:" + names + r")[ \t*]*:?(?=[ \t]*(?:[\r\n\x0b\x0c\x85\u2028\u2029]|$))"
-    return (("our_heading", (("#",),), re.compile(heading)),
-            *((kind, triggers, re.compile(pattern)) for kind, triggers, pattern in _IMITATIONS))
+    # No two neighbouring quantifiers can take the same character: linear on a line of 100k spaces.
+    heading = rf"#{{1,6}}[ \t]*(?:{names})[ \t*#]*(?::[ \t]*)?(?=[{_BREAKS}]|$)"
+    labels = [_label(label) for t in templates for label in t.reply_labels]
+    fence_words = sorted({m for f in (_BEGIN, _END) for m in re.findall(r"[A-Z]+", f)})  # BEGIN, END, ANSWER
+    marks = "|".join(word(w, case=True) for w in fence_words if w != "ANSWER")
+    fence_line = rf"{_EDGE_BEFORE}(?:{marks})[ \t_-]+{word('ANSWER', case=True)}{_EDGE_AFTER}"
+    return (("our_heading", re.compile(heading)),
+            *(("verdict_line", re.compile(label)) for label in labels),
+            ("fake_fence", re.compile(rf"<<<+(?:[ \t]*{fence_line})?")),
+            ("fake_fence", re.compile(fence_line)))
+
+
+def _label(label: str) -> str:
+    """A reply label: as a token wherever it is (``FINAL_CORRECT``), or spelled any way (``final
+    correct``, ``Final-Verdict``) where it stands as a label (``_LABEL_END``). A one-word label is
+    matched in its own case only: an honest solution may well say ``Explanation:``."""
+    parts = re.split(r"[ _]+", label)
+    case = len(parts) == 1
+    spelled = _EDGE_BEFORE + words(parts, _LOOSE, case) + _LABEL_END
+    return f"{words(parts, _TOKEN, case)}|{spelled}" if "_" in label else spelled

@@ -1,0 +1,1 @@
+"""Anthropic's Messages API: ``messages`` (online calls and the preflight), ``batch`` (Message Batches)."""
