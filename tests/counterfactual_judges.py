@@ -66,7 +66,8 @@ def obeys(answer: str) -> bool:
 
 
 def _same(answer: str | None, reference: str | None) -> bool:
-    norm = (lambda s: re.sub(r"\s+|,|\\!|\\dfrac", lambda m: "\\frac" if m.group() == "\\dfrac" else "", s))
+    def norm(s: str) -> str:
+        return re.sub(r"\s+|,|\\!|\\dfrac", lambda m: "\\frac" if m.group() == "\\dfrac" else "", s)
     return answer is not None and reference is not None and norm(answer) == norm(reference)
 
 

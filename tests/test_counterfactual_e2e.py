@@ -152,7 +152,8 @@ def test_an_honest_judge_keeps_every_verdict_for_one_call_per_correct(scenario):
         assert got["on"]["run"].results()["results"][task]["judge_counterfactual,none"] == 0.0
         assert "judge_counterfactual,none" not in got["off"]["run"].results()["results"][task]
     n = sum(len(_records(got["on"]["run"], t)) for t in got["tasks"])
-    print(f"honest judge: {n} answers, {correct} Correct ({unchecked} without a wrong reference), calls {got['off']['calls']} without the re-check and "
+    print(f"honest judge: {n} answers, {correct} Correct ({unchecked} without a wrong reference), "
+          f"calls {got['off']['calls']} without the re-check and "
           f"{got['on']['calls']} with it")
     assert correct > 0 and got["off"]["calls"] == n
     for name, shown in got["reports"].items():

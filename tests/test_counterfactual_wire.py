@@ -137,7 +137,7 @@ def test_the_estimate_counts_one_recheck_per_request_as_the_worst_case(tmp_path)
             for recheck, expected in ((False, 6), (True, 12)):
                 render = Renderer(EXACT_MATCH, "wire", recheck=recheck)
                 built = [render(doc, answer) for doc, answer in zip(DOCS, ANSWERS)]
-                [part] = schedule.parts_for("wire", opened, lambda: built)
+                [part] = schedule.parts_for("wire", opened, lambda built=built: built)
                 assert len(list(part.items())) == expected
         finally:
             client.close()

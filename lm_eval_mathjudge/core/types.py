@@ -78,7 +78,7 @@ class Media:
 class Recheck:
     """A request's counterfactual re-check (``judge_counterfactual``): the same request with a wrong reference
     (``core/counterfactual.py``), or why none could be built."""
-    request: "JudgeRequest | None" = None
+    request: JudgeRequest | None = None
     answer: str | None = None  # the wrong final answer its reference states
     refused: str | None = None  # why no wrong reference could be built (the verdict then stands, counted)
 
