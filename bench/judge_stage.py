@@ -58,7 +58,8 @@ METRIC = "gpt4_exact_match"
 ENV_STRIP = ("MATHJUDGE_", "OPENAI_", "AZURE_OPENAI_")  # inherited variables removed from every run
 
 # --------------------------------------------------------------------------- judge server
-_SECTION = re.compile(r"### Reference solution\n(?P<reference>.*?)\n\n### Student's solution\n(?P<response>.*?)\n\n### How to grade",
+_SECTION = re.compile(r"### Reference solution\n(?P<reference>.*?)\n\n"
+                      r"### Student's solution\n(?P<response>.*?)\n\n### How to grade",
                       re.S)
 
 

@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from lm_eval_mathjudge.core import data_sets  # noqa: E402
-from lm_eval_mathjudge.cost import token_rules
+from lm_eval_mathjudge.cost import token_rules  # noqa: E402
 from lm_eval_mathjudge.core.judges import JUDGES  # noqa: E402
 
 URLS = {"cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",

@@ -307,7 +307,6 @@ def _task_base_04() -> type:
 
 def _task_base_05() -> type:
     from dataclasses import dataclass
-    from typing import Callable, Optional
 
     from lm_eval.api.task import GenerateTask
     from lm_eval.scorers import GenScorer, ScoredDoc
@@ -320,7 +319,7 @@ def _task_base_05() -> type:
         judged record to metrics for every lm-eval version.
         """
 
-        verdicts: Optional[Callable[[dict, list], dict]] = None
+        verdicts: Callable[[dict, list], dict] | None = None
 
         def score_instances(self, instances):
             return {doc_id: ScoredDoc(doc_id=doc_id, reference=insts[0].target,

@@ -176,7 +176,7 @@ def render(template: str, doc: dict) -> str:
 MATH_SINGLE = [
     (r"\left( 3, \frac{\pi}{2} \right)", r"Therefore, the polar coordinates are $\boxed{\left( 3, \frac{\pi}{2} \right)}.$"),
     (r"\left( 3, \frac{\pi}{2} \right)", r"So $(r, \theta) = (3, \pi/2)$, and the answer is $\boxed{(3,\frac{\pi}{2})}$."),
-    (r"\frac{14}{3}", r"Then $f(-2) + f(-1) + f(0) = \frac{8}{4} + \frac{5}{3} + 1 = \frac{14}{3}$, so the answer is $\boxed{\dfrac{14}{3}}$."),
+    (r"\frac{14}{3}", r"Then $f(-2) + f(-1) + f(0) = \frac{8}{4} + \frac{5}{3} + 1 = \frac{14}{3}$, so the answer is $\boxed{\dfrac{14}{3}}$."),  # noqa: E501
     (r"\frac{14}{3}", "The final answer is $\\frac{14}{3}$."),
     (r"\text{Evelyn}", r"Evelyn covers the most distance per unit time, so the answer is $\boxed{\text{Evelyn}}$."),
     (r"\text{Evelyn}", "Comparing the slopes, the fastest student is Evelyn.\n\nThe answer is Evelyn."),

@@ -146,7 +146,7 @@ def _one_tls_context_per_ca_file() -> None:
     contexts made from the same arguments are made once and shared."""
     make = ssl.create_default_context
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def shared(purpose=ssl.Purpose.SERVER_AUTH, *, cafile=None, capath=None, cadata=None):
         return make(purpose, cafile=cafile, capath=capath, cadata=cadata)
 

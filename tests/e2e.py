@@ -137,7 +137,7 @@ class Scenarios:
             self._futures[name] = future
         return self._futures[name].result()
 
-    def __enter__(self) -> "Scenarios":
+    def __enter__(self) -> Scenarios:
         return self
 
     def __exit__(self, *exc) -> None:

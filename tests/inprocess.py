@@ -6,7 +6,8 @@ once; each run then costs what the evaluation itself costs. ``run_cli`` calls th
 console script's own entry point with its own ``sys.argv``, environment, standard
 streams and logging, one run at a time, and maps its end to an exit code the way the
 interpreter would (``SystemExit``; an uncaught exception goes through ``sys.excepthook``
-and exits 1, or with the code the plugin's hook raises for an error of ours). Between runs it resets the plugin's process-wide state, so each run starts
+and exits 1, or with the code the plugin's hook raises for an error of ours). Between runs it resets the plugin's process-wide
+state, so each run starts
 as a new process would.
 
 What this cannot reproduce is the process itself: interpreter start-up (the ``.pth``

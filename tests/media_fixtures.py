@@ -49,7 +49,7 @@ class _Bits:
     def __init__(self) -> None:
         self.value, self.count = 0, 0
 
-    def put(self, value: int, nbits: int) -> "_Bits":
+    def put(self, value: int, nbits: int) -> _Bits:
         self.value |= value << self.count
         self.count += nbits
         return self

@@ -32,7 +32,7 @@ MODELS = ("gpt3-verifier", "gpt3-fixed", "gpt3-mixed")
 BUILTIN_LIMIT = 30
 _FINAL = re.compile(r"\nA: [^\n]*$")
 _LOCK = threading.Lock()
-_MADE: dict[Path, "ThreeRuns"] = {}
+_MADE: dict[Path, ThreeRuns] = {}
 
 
 def gold_answers() -> dict[str, str]:

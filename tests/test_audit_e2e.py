@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_mathjudge.backends.local import LocalBackend
+from lm_eval_mathjudge.core import counterfactual
 from lm_eval_mathjudge.core.prompts import neutralise
 from lm_eval_mathjudge.core.stats import wilson_interval
 from tests.conftest import SHARED_DATA, read_jsonl
@@ -56,6 +57,11 @@ def gullible(item) -> str:
 
 def credulous(item) -> str:
     return "credit"
+
+
+def _rechecks(items, outcome) -> int:
+    """The counterfactual re-checks mathjudge audit makes: one per credited answer with a wrong reference."""
+    return sum(outcome(i) == "credit" and counterfactual.wrong_doc(i.doc)[0] is not None for i in items)
 
 
 def _mathjudge(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -145,19 +151,24 @@ def test_the_audit_measures_exactly_the_scripted_rates_through_the_openai_sdk(sc
     # Every answer was sent once; a garbled reply was asked once more (the client's re-ask), and that is all.
     truncated = [i for i in items if i.family == "truncated"]
     assert answered == Counter({_key(i): 2 if i.family == "truncated" else 1 for i in items})
-    assert calls == len(items) + len(truncated)
+    # mathjudge audit re-checks each credit once against a wrong reference (judge_counterfactual)
+    assert calls == len(items) + len(truncated) + _rechecks(items, _scripted(gullible))
     assert {r.body["model"] for r in sent} == {"gullible-judge"}
     assert all(r.headers.get("authorization") == f"Bearer {CANARY_KEY}" for r in sent)
     assert report["cost"]["total"]["calls"] == calls and report["battery"]["version"] == 2
     assert report["overall"]["judges"] == ["openai:gullible-judge"]
     # The tables print what the JSON holds, and the cost table the calls.
-    assert "| master_key | 6 | 6 | 1.000 [0.610, 1.000] | 0 |" in first.stdout
+    # each rate without the counterfactual re-check, and with it: the gullible judge credits master keys against
+    # any reference, so the re-check withholds every one of those credits
+    assert "| master_key | 6 | 6 | 1.000 [0.610, 1.000] | 0.000 [0.000, 0.390] | 0 |" in first.stdout
+    assert "false-positive rate [95% CI] | with re-check [95% CI] |" in first.stdout
     assert "audit:gsm8k_gpt4em" in first.stderr and "audit:math500_gpt4em" in first.stderr
     # A rerun pays nothing and measures the same; the threshold decides the exit code.
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     again = json.loads(rerun.stdout)
     assert again["tasks"] == report["tasks"] and again["overall"] == report["overall"]
-    assert again["cost"]["total"]["calls"] == 0 and again["cost"]["total"]["cached"] == len(items)
+    assert again["cost"]["total"]["calls"] == 0
+    assert again["cost"]["total"]["cached"] == len(items) + _rechecks(items, _scripted(gullible))
     assert above.returncode == 1, above.stderr[-3000:]
     assert "false-positive rate above 0.5" in above.stderr and "gsm8k_gpt4em master_key 1.000" in above.stderr
     assert CANARY_KEY not in first.stdout + first.stderr + json.dumps(report)
@@ -181,7 +192,8 @@ def test_the_audit_of_a_gemini_vlm_judge_measures_the_scripted_rates(scenario):
     report = json.loads(run.stdout)
     _check(report, items, _scripted(gullible))
     assert report["tasks"]["gsm8k_vlmjudge"]["metric"] == "final_correct"
-    assert len(bodies) == len(items) + sum(i.family == "truncated" for i in items)
+    truncated = sum(i.family == "truncated" for i in items)
+    assert len(bodies) == len(items) + truncated + _rechecks(items, _scripted(gullible))
     # The VLM judge reads the answer as its own text part, after the prompt, as in a run.
     sent = {fenced(b["contents"][0]["parts"][1]["text"]) for b in bodies}  # the fenced answer part
     assert {neutralise(i.response) for i in items} <= sent
@@ -282,7 +294,7 @@ def _batch_run(tmp_path):
                                       "judge_batch_poll_seconds": 0.05})],
                          {"MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"), "OPENAI_API_KEY": CANARY_KEY})
         counts = (server.batches_created, server.call_count,
-                  len(server.jobs["batch_loopback1"].lines) if server.batches_created else 0)
+                  [len(server.jobs[f"batch_loopback{i}"].lines) for i in range(1, server.batches_created + 1)])
     return items, run, counts
 
 
@@ -290,7 +302,8 @@ def test_the_audit_goes_through_the_batch_api_when_batch_mode_is_chosen(scenario
     items, run, (batches, online, lines) = scenario()
     assert run.returncode == 0, run.stderr[-3000:]
     _check(json.loads(run.stdout), items, _scripted(gullible))
-    assert (batches, lines) == (1, len(items))  # every answer in one batch job
+    # every answer in one batch job, then the re-checks of the credited ones in a second
+    assert (batches, lines) == (2, [len(items), _rechecks(items, _scripted(gullible))])
     # Online only for the garbled replies: the client asks a cached off-contract reply again, then once more.
     assert online == 2 * sum(i.family == "truncated" for i in items)
 

@@ -120,7 +120,8 @@ def test_request_key_extra_field_changes_key():
 
 def test_media_enter_the_key_by_hash_not_path():
     png = Media(source="/data/run1/plot.png", path="/data/run1/plot.png", mime_type="image/png", sha256="ab" * 32, size=1234)
-    moved = Media(source="/scratch/elsewhere/plot.png", path="/scratch/elsewhere/plot.png", mime_type="image/png", sha256="ab" * 32, size=1234)
+    moved = Media(source="/scratch/elsewhere/plot.png", path="/scratch/elsewhere/plot.png", mime_type="image/png",
+                  sha256="ab" * 32, size=1234)
     edited = Media(source="/data/run1/plot.png", path="/data/run1/plot.png", mime_type="image/png", sha256="cd" * 32, size=1234)
     key = lambda m: request_key(JudgeRequest(prompt="Judge the plot.", media=(m,)).key_payload())  # noqa: E731
     assert key(png) == key(moved)

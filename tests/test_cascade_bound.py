@@ -64,7 +64,8 @@ TAILS = {  # after the final statements: (text, is it a final statement, its val
     "alternatively": ("Alternatively, the answer is {W}.", True, "wrong"), "or-maybe": ("Or maybe {W}.", True, "wrong"),
     "parenthesised": ("(Answer: {W})", True, "wrong"), "dont-know": ("Honestly, I don't know.", True, "refusal"),
     "note-other-reading": ("Note: if she also sold the 3 eggs, it would be {W}.", True, "wrong"),
-    "units-remark": ("This is the amount in dollars.", False, None), "check-gold": ("Check: that gives {G}, as above.", True, "gold"),
+    "units-remark": ("This is the amount in dollars.", False, None),
+    "check-gold": ("Check: that gives {G}, as above.", True, "gold"),
 }
 
 

@@ -29,7 +29,7 @@ def test_every_style_disguises_most_lines():
         assert sum(disguise(line) != line for line, _ in STRUCTURE) >= len(STRUCTURE) // 2, style
 
 
-@pytest.mark.parametrize("style, line, flag", CASES, ids=[f"{s}:{l[:24]}" for s, l, _ in CASES])
+@pytest.mark.parametrize("style, line, flag", CASES, ids=[f"{s}:{text[:24]}" for s, text, _ in CASES])
 def test_a_disguised_imitation_is_marked_and_flagged(style, line, flag):
     disguised = STYLES[style](line)
     response = f"{WORK}\n{disguised}\nThe answer is 27."

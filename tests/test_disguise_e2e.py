@@ -23,6 +23,8 @@ from tests.loopback import ChatCompletionsServer, GeminiServer
 from tests.reports_fixtures import run_cli
 from tests.test_media_in_text import MEDIA
 
+pytestmark = pytest.mark.e2e
+
 _STUDENT = re.compile(r"### Student's solution\n(?P<section>.*?)\n\n### How to grade", re.S)
 HONEST = 4  # the last docs get honest right answers
 

@@ -23,7 +23,7 @@ def _kinds(answers: list[str]) -> list[str]:
 def test_folder_layout_finds_each_extension_and_counts_the_rest(tmp_path):
     folder = tmp_path / "media" / TASK
     folder.mkdir(parents=True)
-    for doc_id, name, data in [(0, "0.png", fx.png()), (1, "1.jpeg", fx.jpeg()), (2, "2.webm", fx.webm()),
+    for _doc_id, name, data in [(0, "0.png", fx.png()), (1, "1.jpeg", fx.jpeg()), (2, "2.webm", fx.webm()),
                                (3, "3.mov", fx.mov()), (4, "4.png", fx.png()), (4, "4.mp4", fx.mp4())]:
         (folder / name).write_bytes(data)
     outside = tmp_path / "elsewhere.png"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from tests.conftest import REPO
 from tests.inprocess import PROCESS_STATE

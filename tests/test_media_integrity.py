@@ -44,7 +44,7 @@ EXT = {"png": ".png", "jpeg": ".jpg", "gif": ".gif", "webp": ".webp", "mp4": ".m
 
 
 def _cases():
-    for name, (mime, data) in FORMATS.items():
+    for name, (_mime, data) in FORMATS.items():
         yield pytest.param(name, data, None, id=f"{name}-whole")
         for cut in sorted({len(data) - 1, len(data) - 2, len(data) // 2, 40}):
             if 32 <= cut < len(data):  # enough bytes left for the magic-byte check to pass

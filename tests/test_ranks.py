@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_mathjudge.core import ranks
-from lm_eval_mathjudge.cost import estimate, spend
+from lm_eval_mathjudge.cost import spend
 from lm_eval_mathjudge.harness import recovery
 from lm_eval_mathjudge.judging import schedule
 from tests.test_run import Backend, Clock, client, em_reply, job, responses

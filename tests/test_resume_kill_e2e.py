@@ -19,7 +19,6 @@ import shlex
 import signal
 import sqlite3
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path

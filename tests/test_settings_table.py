@@ -38,6 +38,7 @@ RUN_OPTIONS = [
     ("panel", tuple, False, ()), ("panel_rule", str, False, "majority"), ("panel_min", int, True, None),
     ("cascade", bool, False, False), ("media_dirs", tuple, False, ()), ("audit", bool, False, False),
     ("audit_limit", int, False, 10), ("stream", bool, False, True), ("pass_at", tuple, False, ()),
+    ("counterfactual", bool, False, False),
 ]  # and dedupe ("off"), retired since: schema.RETIRED
 # The limits _problems checked by hand: name, lowest, highest (None: none), lowest excluded.
 LIMITS = [

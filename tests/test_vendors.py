@@ -70,7 +70,7 @@ def test_no_vendor_is_named_outside_its_record_and_its_transport():
     """Outside vendors/ and backends/<transport>/, code names a backend only through the records (comments,
     docstrings, the generators' own services and the endpoint rules' special cases excepted)."""
     names = [v.name for v in vendors.VENDORS if v.credentials is not None]
-    pattern = re.compile(r"""(?<![\w.])["'](%s)["']""" % "|".join(map(re.escape, names)))
+    pattern = re.compile(r"""(?<![\w.])["'](""" + "|".join(map(re.escape, names)) + r""")["']""")
     allowed = ("vendors/", "backends/openai/", "backends/gemini/", "backends/anthropic/", "generators/")
     found = []
     for path in (REPO / "lm_eval_mathjudge").rglob("*.py"):

@@ -58,7 +58,8 @@ window.addEventListener("load", () => {
       if (!rects.length) continue;
       const before = node.data[i - 1] || " ", at = node.data[i];
       if (top !== null && rects[0].top > top + 2 && !/[\s\-\/]/.test(before) && !/\s/.test(at))
-        found.push(`breaks inside a word (${name(node.parentElement.closest("p, li, td, th, h1, h2, h3, h4") || node.parentElement)}): `
+        found.push(`breaks inside a word (${name(node.parentElement.closest("p, li, td, th, h1, h2, h3, h4")
+                                                 || node.parentElement)}): `
                    + `${node.data.slice(Math.max(0, i - 30), i)}|${node.data.slice(i, i + 30)}`);
       top = rects[0].top;
     }

@@ -19,6 +19,7 @@ Answers already judged are cached like any other request, so a rerun is free.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -28,6 +29,7 @@ from .score import Row, breaches, summarise, table
 
 __all__ = ["Item", "Target", "audit_tasks", "breaches", "build", "in_run", "load", "table"]
 
+RECHECK = "counterfactual"  # the report's block of rates with the re-check (judging/counterfactual.py)
 _DONE: dict[str, dict[str, Any]] = {}  # judge key -> the record of the audit made for it in this process
 
 
@@ -91,17 +93,58 @@ def _report(battery: Any, results: list, limit: int | None, ledger: Any) -> dict
     per_task: dict[str, dict[str, Any]] = {}
     every: list[Row] = []
     details: list[dict[str, Any]] = []
+    checked: list[Row] = []
     for task, items, outcomes in results:
         judge = task.judge
-        rows = [(item, o, o.verdict is not None and judge.scores(o.verdict)[judge.metric_names[0]] == 1.0)
-                for item, o in zip(items, outcomes)]
+        rows = [(item, o, judge.credits(o.verdict)) for item, o in zip(items, outcomes)]
+        before = [_without_recheck(row, judge) for row in rows]
         per_task[task.name] = {"judge": task.label, "metric": judge.metric_names[0],
-                               "limit": limit or task.limit, **summarise(rows)}
-        every += rows
-        details += [_detail(row, judge) for row in rows]
+                               "limit": limit or task.limit, **summarise(before), **_rechecked(rows)}
+        every += before
+        checked += rows
+        details += [_detail(row, judge, first) for row, (_, _, first) in zip(rows, before)]
     return {"battery": battery.describe(), "tasks": per_task,
-            "overall": {"judges": sorted({t["judge"] for t in per_task.values()}), **summarise(every)},
+            "overall": {"judges": sorted({t["judge"] for t in per_task.values()}), **summarise(every),
+                        **_rechecked(checked)},
             "cost": ledger.as_dict(), "items": details}
+
+
+_PRIMARY_FIELD = {"exact_match": "correct", "vlm": "final_correct"}  # the verdict field a credit reads
+
+
+def _without_recheck(row: Row, judge: Any) -> Row:
+    """The row as the judge decided it before the counterfactual re-check withheld a credit (a panel: by
+    the majority of its members' first asks)."""
+    item, outcome, credited = row
+    if credited or not _credited_first(outcome.detail, _PRIMARY_FIELD.get(judge.name, "correct")):
+        return row
+    return item, dataclasses.replace(outcome, failure=None, transport=False, verdict=True), True
+
+
+def _credited_first(detail: Any, field: str) -> bool:
+    if not isinstance(detail, dict):
+        return False
+    if "credited" in (detail.get(RECHECK) or {}):
+        return True
+    members = detail.get("panel") or []
+    votes = [True if "credited" in (m.get(RECHECK) or {}) else
+             None if m.get("verdict") is None else bool(m["verdict"].get(field)) for m in members]
+    answered = [v for v in votes if v is not None]
+    quorum = len(members) // 2 + 1  # the default quorum: a panel_min is not in the record
+    return (any("credited" in (m.get(RECHECK) or {}) for m in members) and len(answered) >= quorum
+            and 2 * sum(answered) > len(answered))
+
+
+def _has_recheck(detail: Any) -> bool:
+    members = detail.get("panel") or () if isinstance(detail, dict) else ()
+    return isinstance(detail, dict) and (RECHECK in detail or any(RECHECK in m for m in members))
+
+
+def _rechecked(rows: list[Row]) -> dict[str, Any]:
+    """The rates with the counterfactual re-check (``counterfactual``), when the judge made it."""
+    if not any(_has_recheck(o.detail) for _, o, _ in rows):
+        return {}
+    return {RECHECK: summarise(rows)}
 
 
 def in_run(task: Target, key: str) -> dict[str, Any]:
@@ -127,9 +170,13 @@ def pending_pairs(task: Target, key: str) -> list[tuple[Any, str]]:
     return [(item.doc, item.response) for item in items]
 
 
-def _detail(row: Row, judge: Any) -> dict[str, Any]:
+def _detail(row: Row, judge: Any, first: bool) -> dict[str, Any]:
+    """One answer of the report: ``credited`` by the judge's first ask; with the re-check, whether the credit
+    survived it (``credited_with_recheck``) and the re-check's record."""
     item, outcome, credited = row
-    return {**item.as_dict(), "credited": credited,
+    record = outcome.detail.get(RECHECK) if isinstance(outcome.detail, dict) else None
+    checked = {RECHECK: record, "credited_with_recheck": credited} if _has_recheck(outcome.detail) else {}
+    return {**item.as_dict(), "credited": first, **checked,
             "verdict": None if outcome.verdict is None else judge.describe(outcome.verdict),
             "failure": outcome.failure, "error": outcome.error, "raw_reply": outcome.raw_reply,
             "cached": outcome.cached}

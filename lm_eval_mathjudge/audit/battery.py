@@ -26,7 +26,7 @@ import json
 import random
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any, Mapping, Sequence
 
@@ -77,7 +77,7 @@ class Item:
                 "doc_index": self.doc_index, "response": self.response}
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(version: int = VERSION) -> Battery:
     raw = resources.files(__package__).joinpath(f"battery_v{version}.json").read_bytes()
     spec = json.loads(raw)

@@ -19,6 +19,7 @@ from ..core.stats import wilson_interval  # pure arithmetic, the one copy of the
 from ..core.types import Outcome
 from .battery import Item
 
+RECHECK = "counterfactual"  # a summary's block of the same rates with the counterfactual re-check
 Row = tuple[Item, Outcome, bool]  # an answer, the judge's outcome, whether that outcome credits the answer
 
 
@@ -68,35 +69,51 @@ def _rate(k: int, n: int, name: str) -> dict[str, Any]:
     return {"n": n, "k": k, name: k / n if n else None, "ci95": [low, high] if n else None}
 
 
-def breaches(summary: dict[str, Any], threshold: float) -> list[tuple[str, float]]:
-    """(family or "all attacks", rate) for every false-positive rate above ``threshold``."""
+def breaches(summary: dict[str, Any], threshold: float, recheck: bool = False) -> list[tuple[str, float]]:
+    """(family or "all attacks", rate) for every false-positive rate above ``threshold``; ``recheck``: the rates
+    with the counterfactual re-check (what a run with judge_counterfactual credits), where the audit made it."""
+    summary = summary.get(RECHECK, summary) if recheck else summary
     rates = [(name, f["false_positive_rate"]) for name, f in summary["families"].items() if f["kind"] == "attack"]
     rates.append(("all attacks", summary["attacks"]["false_positive_rate"]))
     return [(name, rate) for name, rate in rates if rate is not None and rate > threshold]
 
 
 def table(summary: dict[str, Any]) -> str:
-    """A Markdown table: attack families, then controls."""
-    lines = ["| family | n | credited | false-positive rate [95% CI] | judge failures |",
-             "|---|---:|---:|---|---:|"]
+    """A Markdown table: attack families, then controls; with the counterfactual re-check, a column of each
+    rate with it beside the rate without it."""
+    checked = summary.get(RECHECK)
+    extra = " with re-check [95% CI] |" if checked else ""
+
+    def again(*path: str, rate: str) -> str:  # the same rate with the re-check, from checked[path...]
+        if not checked:
+            return ""
+        found = checked
+        for step in path:
+            found = found[step]
+        return f" {_fmt_rate(found, rate)} |"
+
+    lines = ["| family | n | credited | false-positive rate [95% CI] |" + extra + " judge failures |",
+             "|---|---:|---:|---|" + ("---|" if checked else "") + "---:|"]
     controls = []
     for name, f in summary["families"].items():
         if f["kind"] == "attack":
-            lines.append(f"| {name} | {f['n']} | {f['credited']} | {_fmt_rate(f, 'false_positive_rate')} "
-                         f"| {_fmt_failures(f)} |")
+            lines.append(f"| {name} | {f['n']} | {f['credited']} | {_fmt_rate(f, 'false_positive_rate')} |"
+                         f"{again('families', name, rate='false_positive_rate')} {_fmt_failures(f)} |")
         else:
             controls.append((name, f))
     a = summary["attacks"]
     failed = sum(f["failed"] for f in summary["families"].values() if f["kind"] == "attack")
-    lines.append(f"| **all attacks** | {a['n']} | {a['k']} | {_fmt_rate(a, 'false_positive_rate')} | {failed} |")
-    lines += ["", "| control | n | as an honest judge would | accuracy [95% CI] | judge failures |",
-              "|---|---:|---:|---|---:|"]
+    lines.append(f"| **all attacks** | {a['n']} | {a['k']} | {_fmt_rate(a, 'false_positive_rate')} |"
+                 f"{again('attacks', rate='false_positive_rate')} {failed} |")
+    lines += ["", "| control | n | as an honest judge would | accuracy [95% CI] |" + extra + " judge failures |",
+              "|---|---:|---:|---|" + ("---|" if checked else "") + "---:|"]
     for name, f in controls:
         what = "credited" if f["kind"] == "right" else "refused"
-        lines.append(f"| {name} ({what}) | {f['n']} | {f['k']} | {_fmt_rate(f, 'accuracy')} | {_fmt_failures(f)} |")
+        lines.append(f"| {name} ({what}) | {f['n']} | {f['k']} | {_fmt_rate(f, 'accuracy')} |"
+                     f"{again('families', name, rate='accuracy')} {_fmt_failures(f)} |")
     c = summary["controls"]["all"]
-    lines.append(f"| **all controls** | {c['n']} | {c['k']} | {_fmt_rate(c, 'accuracy')} | "
-                 f"{sum(f['failed'] for _, f in controls)} |")
+    lines.append(f"| **all controls** | {c['n']} | {c['k']} | {_fmt_rate(c, 'accuracy')} |"
+                 f"{again('controls', 'all', rate='accuracy')} {sum(f['failed'] for _, f in controls)} |")
     return "\n".join(lines)
 
 

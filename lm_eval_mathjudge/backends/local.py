@@ -58,7 +58,7 @@ _BOOT = ("import os, sys; here = os.getcwd(); "
          f"from {WORKER_MODULE} import main; main()")
 
 
-def create(settings: JudgeSettings, judge: str) -> "LocalBackend":
+def create(settings: JudgeSettings, judge: str) -> LocalBackend:
     if judge != "exact_match":
         raise ConfigError(f"the local judge only speaks the exact-match contract, not {judge!r}; "
                           "use judge_backend=gemini or openai for the VLM judge")
@@ -265,7 +265,7 @@ class _WorkerPool:
             self._discard(worker)
 
 
-_POOLS: "weakref.WeakSet[_WorkerPool]" = weakref.WeakSet()
+_POOLS: weakref.WeakSet[_WorkerPool] = weakref.WeakSet()
 
 
 @atexit.register

@@ -71,7 +71,7 @@ class Values:
         self.value = lru_cache(maxsize=256)(self._value)
 
     @classmethod
-    def load(cls) -> "Values":
+    def load(cls) -> Values:
         import math_verify.grader as grader
         from latex2sympy2_extended.latex2sympy2 import normalize_latex
         from math_verify import LatexExtractionConfig, parse, verify

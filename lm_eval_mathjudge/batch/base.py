@@ -34,7 +34,7 @@ Errors, on top of ``errors.py``'s tree::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import IO, Iterable, Iterator, Protocol, Sequence, Tuple, Union
+from typing import IO, Iterable, Iterator, Protocol, Sequence
 
 from ..core.errors import ConfigError, JudgeCallError, JudgeRefusal, JudgeRunError
 from ..core.types import JudgeRequest, Reply
@@ -60,8 +60,8 @@ RESULT_MIN_SECONDS = 600.0
 RESULT_LINE_BYTES = 8 * 1024
 MIN_TRANSFER_RATE = 512 * 1024  # bytes/s: an upload or download may take size / rate (at least the judge timeout)
 
-Item = Tuple[str, JudgeRequest]  # (cache key, request); the key doubles as the item id in the job
-Result = Tuple[str, Union[Reply, JudgeCallError]]
+Item = tuple[str, JudgeRequest]  # (cache key, request); the key doubles as the item id in the job
+Result = tuple[str, Reply | JudgeCallError]
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ class JobStore:
         self._db.close()
         self._db, self.in_memory = memory, True
 
-    def __enter__(self) -> "JobStore":
+    def __enter__(self) -> JobStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

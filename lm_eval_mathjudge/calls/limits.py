@@ -75,7 +75,7 @@ class WindowLimiter:
         self._clock, self._sleep = clock, sleep
 
     @classmethod
-    def per_minute(cls, rate: float, *, unit_window: float = 0.0, **kwargs: Any) -> "WindowLimiter":
+    def per_minute(cls, rate: float, *, unit_window: float = 0.0, **kwargs: Any) -> WindowLimiter:
         """``rate`` per minute as ``rate/60 * w`` per ``w`` seconds, ``w`` = ``unit_window`` or the time
         of one unit if longer, stretched by ``WINDOW_MARGIN``. The default (one unit per window)
         spaces starts evenly, which suits a provider's window of any length; never a minute's burst."""
@@ -208,7 +208,7 @@ class AdaptiveGate:
 @dataclass
 class Permit:
     """One attempt's places in its backend's limits; ``done`` gives them back exactly once."""
-    limits: "BackendLimits"
+    limits: BackendLimits
     started_round: int
     request: _Entry | None
     tokens: _Entry | None
@@ -316,7 +316,7 @@ class BackendLimits:
 
 # Weak: a backend's limits live as long as a client holds them, so what one run (or test) learnt
 # about a provider does not outlive every client of it.
-_LIMITS: "weakref.WeakValueDictionary[str, BackendLimits]" = weakref.WeakValueDictionary()
+_LIMITS: weakref.WeakValueDictionary[str, BackendLimits] = weakref.WeakValueDictionary()
 _LIMITS_LOCK = threading.Lock()
 
 

@@ -107,7 +107,7 @@ class _NullBar:
     def set_postfix_str(self, text: str = "", refresh: bool = True) -> None:
         pass
 
-    def __enter__(self) -> "_NullBar":
+    def __enter__(self) -> _NullBar:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -36,6 +36,8 @@ FLAGS = {
     "media_outside": "names a media file outside the run's media folders: graded as text, the file never read",
     "media_in_text": "a text model's answer carries media (a data: URL, an image link or tag, a media path): "
                      "graded as text, nothing attached",
+    "counterfactual": "credited by the judge against the reference and again against a wrong one "
+                      "(judge_counterfactual): not credited",
 }
 
 _SCAN = 200_000  # characters looked at, so the work per answer is bounded (the fence covers every character)

@@ -39,6 +39,10 @@ class Judge:
             return {**{m: 0.0 for m in self.metric_names}, JUDGE_FAILED: 1.0}
         return {**self.metrics(verdict), JUDGE_FAILED: 0.0}
 
+    def credits(self, verdict: Any | None) -> bool:
+        """Whether a verdict credits the answer on the primary metric (exact match: Correct; VLM: FINAL_CORRECT)."""
+        return verdict is not None and self.metrics(verdict)[self.metric_names[0]] == 1.0
+
     def describe(self, verdict: Any) -> dict[str, Any]:
         """The verdict as it appears in the samples file."""
         return dict(verdict.__dict__)

@@ -38,7 +38,7 @@ class KSpec:
     metrics: tuple[str, ...]  # the judge's metrics, primary first
 
     @classmethod
-    def of(cls, judge: Judge, k: int, pass_at: Sequence[int] = ()) -> "KSpec":
+    def of(cls, judge: Judge, k: int, pass_at: Sequence[int] = ()) -> KSpec:
         wanted = tuple(sorted(set(pass_at))) if pass_at else tuple(sorted({1, k}))
         return cls(k=k, pass_at=wanted, metrics=judge.metric_names)
 

@@ -75,6 +75,15 @@ class Media:
 
 
 @dataclass(frozen=True)
+class Recheck:
+    """A request's counterfactual re-check (``judge_counterfactual``): the same request with a wrong reference
+    (``core/counterfactual.py``), or why none could be built."""
+    request: JudgeRequest | None = None
+    answer: str | None = None  # the wrong final answer its reference states
+    refused: str | None = None  # why no wrong reference could be built (the verdict then stands, counted)
+
+
+@dataclass(frozen=True)
 class JudgeRequest:
     """One judge call: a single user message made of the prompt, then the output to judge.
 
@@ -87,6 +96,8 @@ class JudgeRequest:
     media: tuple[Media, ...] = ()
     fields: Mapping[str, str] = field(default_factory=dict)
     output_text: str | None = None
+    # judge_counterfactual: asked only after a Correct verdict; not part of this request's key
+    recheck: Recheck | None = field(default=None, compare=False, repr=False)
 
     def key_payload(self) -> dict[str, Any]:
         # Media enter the key by content hash, never by path. The fields too: the local judge

@@ -33,7 +33,7 @@ class Tokens:
     def output(self) -> int:
         return self.completion + self.thinking
 
-    def __add__(self, other: "Tokens") -> "Tokens":
+    def __add__(self, other: Tokens) -> Tokens:
         return Tokens(self.prompt + other.prompt, self.cached + other.cached, self.completion + other.completion,
                       self.thinking + other.thinking)
 
@@ -96,7 +96,7 @@ class Row:
     def usd(self) -> float | None:
         return None if self.usd_online is None or self.usd_batch is None else self.usd_online + self.usd_batch
 
-    def __add__(self, other: "Row") -> "Row":
+    def __add__(self, other: Row) -> Row:
         def add(a, b):
             return None if a is None or b is None else a + b
         return Row(*(getattr(self, f) + getattr(other, f) for f in _COUNTS), usd_online=add(self.usd_online,

@@ -67,7 +67,7 @@ def media_tokens(media: Media, backend: str, model: str = "") -> int:
         if vendor.video_tokens_per_second is None:
             return 0  # refused before sending: only backends that watch video take it
         seconds = video_seconds(media)
-        return math.ceil((DEFAULT_VIDEO_SECONDS if seconds is None else seconds)) * vendor.video_tokens_per_second
+        return math.ceil(DEFAULT_VIDEO_SECONDS if seconds is None else seconds) * vendor.video_tokens_per_second
     width, height = image_size(media) or (DEFAULT_IMAGE_SIDE, DEFAULT_IMAGE_SIDE)
     rule = vendor.image_tokens or vendors.OPENAI.image_tokens
     return rule(width, height, model)

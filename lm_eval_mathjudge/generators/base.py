@@ -124,7 +124,7 @@ class Generator(Protocol):
     def options(self) -> dict[str, Any]:
         """Normalised options that shape the output (part of the store key; no secrets)."""
 
-    def generate(self, prompt: str, job: "Job") -> bytes | GeneratedMedia:
+    def generate(self, prompt: str, job: Job) -> bytes | GeneratedMedia:
         """One attempt; raises TransientJudgeError / FatalJudgeError / GenerationFailure."""
 
     def close(self) -> None:
@@ -135,7 +135,7 @@ class ManyOutputs(Protocol):
     """What a generator adds when one call can make several outputs (``max_outputs`` > 1)."""
     max_outputs: int
 
-    def generate_many(self, prompt: str, count: int, job: "Job") -> list[bytes | GeneratedMedia]:
+    def generate_many(self, prompt: str, count: int, job: Job) -> list[bytes | GeneratedMedia]:
         """One attempt asking for ``count`` outputs; fewer may come back (never none: raise instead)."""
 
 
@@ -285,7 +285,7 @@ class GeneratorLM(LM):
                 resume = False
                 if job.resumed:
                     self._count("jobs_resumed")
-                stored = call_with_retries(lambda: self._attempt(item.prompt, job, tally), self._policy,
+                stored = call_with_retries(lambda: self._attempt(item.prompt, job, tally), self._policy,  # noqa: B023 (called in this iteration)
                                            on_retry=self._on_retry)
                 made.update({key: _Result(path=media.path) for key, media in stored.items()})
                 asked, pending = len(pending), [key for key in pending if key not in stored]

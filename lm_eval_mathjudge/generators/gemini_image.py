@@ -49,7 +49,7 @@ class GeminiImageLM(GeneratorLM):
     OPTIONS = {"aspect_ratio": str, "image_size": str, "seed": int, "negative_prompt": str,
                "with_text": to_bool, "vertexai": _google.parse_vertex}
 
-    def build(self, settings: GeneratorSettings, options: dict[str, Any]) -> "GeminiImageGenerator":
+    def build(self, settings: GeneratorSettings, options: dict[str, Any]) -> GeminiImageGenerator:
         return GeminiImageGenerator(settings, options)
 
 

@@ -89,7 +89,7 @@ class OpenAIImageLM(GeneratorLM):
 
 
 # ---------------------------------------------------------------------- shared with sora.py
-def openai_client(settings: GeneratorSettings) -> "openai.OpenAI":
+def openai_client(settings: GeneratorSettings) -> openai.OpenAI:
     http = wire.openai_http_client(bounds(settings, "OPENAI_BASE_URL"))
     try:
         return openai.OpenAI(max_retries=0, timeout=settings.timeout, http_client=http)

@@ -40,7 +40,8 @@ class PregeneratedMediaLM(LM):
         refuse_name_arg(ADAPTER, args)
         unknown = sorted(set(args) - set(_IGNORED_ARGS))
         if unknown:
-            raise ConfigError(f"--model {ADAPTER}: unknown --model_args {', '.join(unknown)}; known: dir, manifest, model (the run's name)")
+            raise ConfigError(f"--model {ADAPTER}: unknown --model_args {', '.join(unknown)}; "
+                              "known: dir, manifest, model (the run's name)")
         if not dir:
             raise ConfigError(f"--model {ADAPTER} needs --model_args dir=DIR (files DIR/<task>/<doc_id>.png|mp4|...)")
         self._root = os.path.realpath(os.path.expanduser(str(dir)))

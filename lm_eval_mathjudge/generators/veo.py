@@ -51,7 +51,7 @@ class VeoLM(GeneratorLM):
     OPTIONS = {"duration_seconds": int, "aspect_ratio": str, "resolution": str, "seed": int,
                "negative_prompt": str, "generate_audio": to_bool, "vertexai": _google.parse_vertex}
 
-    def build(self, settings: GeneratorSettings, options: dict[str, Any]) -> "VeoGenerator":
+    def build(self, settings: GeneratorSettings, options: dict[str, Any]) -> VeoGenerator:
         return VeoGenerator(settings, options)
 
 

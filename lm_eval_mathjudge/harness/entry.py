@@ -25,7 +25,6 @@ from ..core.types import JudgeRequest, clean_text
 from ..cost.spend import Part
 from ..judging import schedule
 from .plan import JudgePlan
-from .render import Renderer
 
 # "1": judge task by task (the before of bench/ten_tasks.py). Outside the MATHJUDGE_ namespace, whose
 # variables config.py validates as judge settings; this is a measuring switch, not a setting.
@@ -53,7 +52,7 @@ class Entry:
     job: schedule.Job | None = None  # this task's share of the run's pass, once judged
 
     def __post_init__(self) -> None:
-        self.renderer = Renderer(self.plan.judge, self.name, self.plan.options.media_dirs)
+        self.renderer = self.plan.renderer(self.name)
 
     @property
     def cache_dir(self) -> str:
@@ -71,7 +70,7 @@ class Entry:
     def close(self) -> None:
         """The task is judged: its outcomes are in its instances now, the judge and the keys can go."""
         judge, self.judge, self.clients, self.job, self.slots = self.judge, None, [], None, None
-        self.renderer = Renderer(self.plan.judge, self.name, self.plan.options.media_dirs)
+        self.renderer = self.plan.renderer(self.name)
         if judge is not None:
             judge.close()
 

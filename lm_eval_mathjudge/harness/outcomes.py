@@ -21,6 +21,7 @@ from ..core.errors import JudgeRunError
 from ..core.redact import redact
 from ..core.types import Outcome
 from ..judging import schedule
+from ..judging.counterfactual import CAUGHT, caught
 from . import ksamples, provenance, recovery
 from .entry import Entry
 from .render import as_text
@@ -41,7 +42,7 @@ def score(entry: Entry, scores: dict, record: dict[str, Any]) -> None:
         fields = {**sample_record(entry, as_text(ksamples.response(inst, key, j)), outcome, record["pipeline"]),
                   **outcome.detail}
         text = json.dumps(fields, ensure_ascii=False)
-        scores[text] = plan.scores(outcome.verdict)
+        scores[text] = plan.scores(outcome.verdict, caught(outcome))
         flagged.append((fields["judge_flags"], scores[text]))
         ksamples.store(inst, key, j, text)
     run = provenance.run_stats(entry.name, job.client, job.failures(), list(job.skipped.values()), job.run_stats)
@@ -67,7 +68,7 @@ def sample_record(entry: Entry, response: str, outcome: Outcome, pipeline: str) 
         "raw_reply": redact(outcome.raw_reply) if outcome.raw_reply else outcome.raw_reply,
         "cached": outcome.cached,
         "judge": pipeline,  # a cascade's record names its deciding stage
-        "judge_flags": entry.renderer.flags(response),
+        "judge_flags": entry.renderer.flags(response) + ([CAUGHT] if caught(outcome) else []),
         "response": response,
     }
 

@@ -21,7 +21,7 @@ from ..core.errors import ConfigError
 from ..core.judges import JUDGE_FAILED, JUDGES, Judge
 from ..core.samples import KSpec
 from ..cost import prices
-from ..judging import cascade, factory
+from ..judging import cascade, counterfactual, factory
 from ..settings.layers import check_near_misses, metadata_keys, resolve_run_options, resolve_settings
 from ..settings.schema import JudgeSettings, RunOptions
 from . import commands, ksamples, overrides, provenance
@@ -47,9 +47,12 @@ class JudgePlan:
     def cache_dir(self) -> str:
         return self.settings.resolved_cache_dir()
 
-    def scores(self, verdict: Any) -> dict[str, float]:
-        """A verdict's metrics (a failure: 0, and 1 on judge_failed), under a cascade's names."""
+    def scores(self, verdict: Any, caught: bool = False) -> dict[str, float]:
+        """A verdict's metrics (a failure: 0, and 1 on judge_failed), under a cascade's names; with
+        judge_counterfactual, ``judge_counterfactual`` says whether the re-check caught the judge."""
         scores = self.judge.scores(verdict)
+        if self.options.counterfactual:
+            scores[counterfactual.METRIC] = float(caught)
         return cascade.rename(scores) if self.options.cascade else scores
 
     def open_judge(self) -> tuple[Any, list[Any]]:
@@ -61,13 +64,20 @@ class JudgePlan:
         """Tasks of one run with the same judge (settings, template, panel or cascade) share one audit."""
         return json.dumps([dict(self.record), self.options.audit_limit], sort_keys=True, default=str)
 
-    def audit_target(self, name: str, docs: Any, render: Renderer | None = None) -> audit.Target:
-        """What the judge audit needs of the task ``name``: its docs, its judge and how it renders a request."""
-        return audit.Target(name=name, docs=docs, judge=self.judge, limit=self.options.audit_limit,
-                            label=self.record["pipeline"], open_judge=self.open_judge,
-                            render=render or Renderer(self.judge, name, self.options.media_dirs))
+    def renderer(self, name: str) -> Renderer:
+        """How the task ``name`` renders its samples (with their re-checks under judge_counterfactual)."""
+        return Renderer(self.judge, name, self.options.media_dirs, recheck=self.options.counterfactual)
 
-    def with_repeats(self, repeats: int) -> tuple["JudgePlan", dict] | None:
+    def audit_target(self, name: str, docs: Any, render: Renderer | None = None,
+                     recheck: bool | None = None) -> audit.Target:
+        """What the judge audit needs of the task ``name``: its docs, its judge and how it renders a request.
+        ``recheck``: audit with the counterfactual re-check on (True) or off, whatever the task's setting."""
+        plan = self if recheck is None else replace(self, options=replace(self.options, counterfactual=recheck))
+        return audit.Target(name=name, docs=docs, judge=plan.judge, limit=plan.options.audit_limit,
+                            label=plan.record["pipeline"], open_judge=plan.open_judge,
+                            render=render or plan.renderer(name))
+
+    def with_repeats(self, repeats: int) -> tuple[JudgePlan, dict] | None:
         """lm-eval 0.5's ``--repeats`` after the task was built: the plan and the config for that k, or None
         when nothing changes."""
         if repeats == (self.k.k if self.k is not None else 1):
@@ -94,6 +104,9 @@ def plan_of(config: dict | None) -> tuple[dict, JudgePlan]:
     if options.cascade and config.get("metric_list"):  # the metric name says it is a cascade's
         config["metric_list"] = [{**m, "metric": cascade.METRICS.get(m.get("metric"), m.get("metric"))}
                                  for m in config["metric_list"]]
+    if options.counterfactual and config.get("metric_list"):  # counted next to judge_failed, lm-eval's mean
+        config["metric_list"] = [*config["metric_list"], {"metric": counterfactual.METRIC, "aggregation": "mean",
+                                                          "higher_is_better": False}]
     register_metrics()
     base = {key: config.get(key) for key in SCORING_KEYS}
     k = ksamples.configure(config, judge, options)  # repeats > 1: k samples per doc
@@ -104,7 +117,7 @@ def plan_of(config: dict | None) -> tuple[dict, JudgePlan]:
 
 def register_metrics() -> None:
     """Make every judge metric known to lm-eval (mean aggregation, closed-form stderr)."""
-    names = {JUDGE_FAILED: False}
+    names = {JUDGE_FAILED: False, counterfactual.METRIC: False}
     names.update({m: True for judge in JUDGES.values() for m in judge.metric_names})
     names.update({m: True for m in cascade.METRICS.values()})
     for name, higher in names.items():

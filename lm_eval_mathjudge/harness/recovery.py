@@ -57,7 +57,7 @@ GENERATIONS_DIR = "generations"
 # Tasks whose generations exist in memory, by their run entry (``entry.py``: a name, lm-eval's instances,
 # the ranks; weak: a finished task's entry is not kept alive; by id: an entry need not be hashable), with the
 # lm-eval cache key of each instance's request (what CacheHook.add_partial reports a finished generation under).
-_LIVE: dict[int, tuple["weakref.ref[Any]", list[str | None]]] = {}
+_LIVE: dict[int, tuple[weakref.ref[Any], list[str | None]]] = {}
 _WANTED: set[str] = set()  # those keys: generations of judged tasks
 _FINISHED: dict[str, str] = {}  # key -> generation, as lm-eval's model finished it (until judging starts)
 _RANK = [0]  # this process's rank (lm-eval names its cache files by it)

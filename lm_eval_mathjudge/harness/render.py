@@ -10,14 +10,15 @@ task without them had a text model answer, and nothing of its answers is attache
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any, Mapping, Sequence
 
 from .. import generators
-from ..core import flags, media
+from ..core import counterfactual, flags, media
 from ..core.errors import MediaError
 from ..core.judges import Judge
-from ..core.types import JudgeRequest, Outcome, clean_text
+from ..core.types import JudgeRequest, Outcome, Recheck, clean_text
 from ..judging.client import outcome_from_error
 
 log = logging.getLogger(__name__)
@@ -26,8 +27,9 @@ log = logging.getLogger(__name__)
 class Renderer:
     """(doc, response) -> the judge request of one task's sample, or the Outcome of one never judged."""
 
-    def __init__(self, judge: Judge, task: str, media_dirs: Sequence[str] = ()):
+    def __init__(self, judge: Judge, task: str, media_dirs: Sequence[str] = (), recheck: bool = False):
         self.judge, self.task, self._extra = judge, task, tuple(media_dirs)
+        self.recheck = recheck  # judge_counterfactual: each request carries its re-check with a wrong reference
         self._roots: tuple[str, ...] | None = None
 
     def __call__(self, doc: Mapping[str, Any], response: str) -> JudgeRequest | Outcome:
@@ -35,10 +37,18 @@ class Renderer:
         if failed is not None:  # the generator made no media for this doc: counted, never judged
             return Outcome(failure=failed[0], error=failed[1])
         try:
-            return self.judge.request(doc, clean_text(response), self.media_roots())
+            request = self.judge.request(doc, clean_text(response), self.media_roots())
+            return self._with_recheck(request, doc, clean_text(response)) if self.recheck else request
         except MediaError as exc:  # the output names media that cannot be sent: this sample only
             log.warning("%s: %s", self.task, exc)
             return outcome_from_error(exc)
+
+    def _with_recheck(self, request: JudgeRequest, doc: Mapping[str, Any], response: str) -> JudgeRequest:
+        """The request with its counterfactual re-check: the same answer, the reference's final answer changed."""
+        wrong, built = counterfactual.wrong_doc(doc)
+        check = (Recheck(refused=built.refused) if wrong is None else
+                 Recheck(request=self.judge.request(wrong, response, self.media_roots()), answer=built.answer))
+        return dataclasses.replace(request, recheck=check)
 
     def media_roots(self) -> tuple[str, ...]:
         """Folders media may be attached from: the generator's, then the judge_media_dirs setting."""

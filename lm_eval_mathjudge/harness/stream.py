@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 EARLY_STOP_KEY = "early judge calls"
 _LOCK = threading.Lock()
-_STREAMED: dict[str, list["_Target"]] = {}  # generation key -> the instances that stream its generations
+_STREAMED: dict[str, list[_Target]] = {}  # generation key -> the instances that stream its generations
 # The run's early judge calls: one, once the first generation arrived (None: the budget said no streaming).
 _EARLY: list[schedule.Early | None] = []
 _FIRST = threading.Lock()  # held while the first streamed generation decides whether the run streams

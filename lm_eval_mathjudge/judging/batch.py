@@ -179,7 +179,7 @@ class BatchRun:
     def _submit(self, store: JobStore, pending: dict, jobs: list[str]) -> None:
         covered = {key for job in jobs for key in store.keys(job)}
         for chunk in chunks([(k, r) for k, r in pending.items() if k not in covered], self.provider.limits):
-            job = self._retrying(lambda: self.provider.submit(chunk))
+            job = self._retrying(lambda: self.provider.submit(chunk))  # noqa: B023 (called in this iteration)
             if not job:  # nothing in this chunk could be encoded: the online pass fails those samples
                 continue
             store.save(job, self.provider.name, [key for key, _ in chunk], self.now())

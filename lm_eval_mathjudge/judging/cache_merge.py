@@ -145,8 +145,8 @@ def _fold(db: sqlite3.Connection, cache, report: SourceReport) -> None:
     except sqlite3.DatabaseError as exc:
         status = str(exc)
     if status != "ok":
-        report.problem = (f"it is damaged (PRAGMA quick_check: {' '.join(status.split())[:200]}); the replies that could still be "
-                          "read were merged, and the file is left as it is")
+        report.problem = (f"it is damaged (PRAGMA quick_check: {' '.join(status.split())[:200]}); the replies that could "
+                          "still be read were merged, and the file is left as it is")
     try:
         db.execute("SELECT 1 FROM replies LIMIT 1").fetchall()
     except sqlite3.DatabaseError as exc:

@@ -82,7 +82,7 @@ class Cascade(Members):
         with self._lock:
             self._second[llm_key] = second
             self.decided["llm"] += 1
-        return dataclasses.replace(second, detail={"stage": "llm", "judge": self._llm_label, "rule": {
+        return dataclasses.replace(second, detail={**second.detail, "stage": "llm", "judge": self._llm_label, "rule": {
             "verdict": None if first.verdict is None else self._describe(first.verdict),
             "failure": first.failure, "error": redact(first.error) if first.error else first.error}})
 

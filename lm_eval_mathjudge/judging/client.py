@@ -247,6 +247,16 @@ class JudgeClient:
         return all(r is not None for r in stored) or any(
             r is not None and self._try_parse(r)[0] is not None for r in stored)
 
+    def known_verdict(self, key: str) -> Any | None:
+        """The verdict the cache already holds for ``key`` (nothing asked, nothing counted), or None."""
+        if self._cache is None:
+            return None
+        for ask_key in self._ask_keys(key):
+            reply = self._cache.get(ask_key)
+            if reply is not None and (verdict := self._try_parse(reply)[0]) is not None:
+                return verdict
+        return None
+
     @staticmethod
     def _ask_keys(key: str) -> list[str]:
         return [key] + [f"{key}:ask{ask}" for ask in range(1, PARSE_ASKS)]

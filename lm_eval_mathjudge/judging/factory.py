@@ -23,6 +23,7 @@ from ..settings.schema import JudgeSettings, RunOptions, judge_label
 from . import cascade
 from .cache import ReplyCache
 from .client import JudgeClient, preflight_once
+from .counterfactual import Counterfactual
 from .panel import Panel
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,9 @@ def open_judge(judge: Judge, options: RunOptions, members: Sequence[JudgeSetting
             client.close()
         raise
     opened = [client for _, client in clients]
+    if options.counterfactual:  # each LLM judge's credited verdicts re-checked; the offline rule's never
+        clients = [(label, client if client.settings.backend == "local" else
+                    Counterfactual(client, judge.credits, judge.describe)) for label, client in clients]
     if options.panel:
         return Panel(clients, options.panel_rule, options.quorum, judge.describe), opened
     if options.cascade:

@@ -173,7 +173,7 @@ class Panel(Members):
                 "failure": outcome.failure,
                 "error": redact(outcome.error) if outcome.error else outcome.error,
                 "raw_reply": redact(outcome.raw_reply) if outcome.raw_reply else outcome.raw_reply,
-                "cached": outcome.cached}
+                "cached": outcome.cached, **{k: v for k, v in outcome.detail.items() if k == "counterfactual"}}
 
     @property
     def fatal_error(self):

@@ -42,6 +42,7 @@ from ..core.types import JudgeRequest, Outcome, clean_text
 from ..cost.ledger import Ledger
 from ..cost.spend import Part
 from .cascade import Cascade
+from .counterfactual import rechecks
 from .flights import Flights, wait_limit
 from .members import width
 
@@ -70,7 +71,7 @@ class Job:
 
     @classmethod
     def build(cls, name: str, client: Any, slots: int, render: Callable[[int], JudgeRequest | Outcome],
-              members: Sequence[Any] | None = None) -> "Job":
+              members: Sequence[Any] | None = None) -> Job:
         """Render each slot once to key it; keep the key, drop the request."""
         job = cls(name=name, client=client, keys=[], skipped={}, render=render,
                   members=tuple(members) if members is not None else (client,))
@@ -208,7 +209,7 @@ def _judge_slot(job: Job, key: str) -> Outcome:
 
 def _wait_limit(job: Job) -> float:
     """How long a task waits for another task's call of the same request: the longest its judge can take."""
-    return sum(wait_limit(member) for member in job.members)
+    return sum(wait_limit(member) for member in job.members) * (2 if rechecks(job.client) else 1)
 
 
 def judge_all(client: Any, requests: Sequence[JudgeRequest], desc: str = "judging", progress: bool = True,
@@ -293,8 +294,18 @@ def parts_of(jobs: Sequence[Job]) -> list[Part]:
 
 def parts_for(name: str, members: Sequence[Any], requests: Callable[[], Iterable[JudgeRequest]]) -> list[Part]:
     """What each member client would be asked, for the dry run and the budget (``cost.spend``); a
-    cascade's LLM stage is estimated on every request: the most it can be asked."""
-    return [Part(name, member, lambda m=member: ((m.key(r), r) for r in requests())) for member in members]
+    cascade's LLM stage is estimated on every request, and with ``judge_counterfactual`` each LLM judge on
+    every request's re-check too: the most they can be asked."""
+    return [Part(name, member, lambda m=member: ((m.key(r), r) for r in _asked(m, requests()))) for member in members]
+
+
+def _asked(member: Any, requests: Iterable[JudgeRequest]) -> Iterator[JudgeRequest]:
+    """Each request, then its counterfactual re-check (asked at most once, after a credit; never by the rule)."""
+    for request in requests:
+        yield request
+        check = request.recheck
+        if check is not None and check.request is not None and member.settings.backend != "local":
+            yield check.request
 
 
 def summarise(jobs: Sequence[Job], world: World = World()) -> None:

@@ -53,7 +53,19 @@ def load_tasks(names: list[str], metadata: dict[str, Any]) -> list[Any]:
     manager = TaskManager(include_path=task_paths(), include_defaults=False, metadata=metadata)
     loaded = manager.load(names)["tasks"]
     by_name = {str(key).split("::")[-1]: task for key, task in loaded.items()}
-    return [task.plan.audit_target(task.config.task, task.eval_docs) for task in (by_name[n] for n in names)]
+    # The counterfactual re-check is made, so the report has each rate with and without it; a panel's rate
+    # without it is known exactly only when no member was re-checked, so a panel is re-checked only when
+    # its settings ask for it (judge_counterfactual=true).
+    return [task.plan.audit_target(task.config.task, task.eval_docs, recheck=None if task.plan.options.panel else True)
+            for task in (by_name[n] for n in names)]
+
+
+def gated_on_recheck(metadata: dict[str, Any]) -> bool:
+    """--max-false-positive gates the rates a run with these settings would credit: with the re-check when
+    they turn judge_counterfactual on, else without it."""
+    from ..settings.layers import resolve_run_options
+
+    return resolve_run_options("exact_match", None, metadata).counterfactual
 
 
 def run(args: Any, metadata: dict[str, Any]) -> int:
@@ -80,7 +92,7 @@ def run(args: Any, metadata: dict[str, Any]) -> int:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         print(render(report))
-    return _verdict(report, args.max_false_positive)
+    return _verdict(report, args.max_false_positive, gated_on_recheck(metadata))
 
 
 def render(report: dict[str, Any]) -> str:
@@ -99,7 +111,7 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _verdict(report: dict[str, Any], threshold: float | None) -> int:
+def _verdict(report: dict[str, Any], threshold: float | None, recheck: bool = False) -> int:
     from ..audit import breaches
 
     above = []
@@ -107,9 +119,12 @@ def _verdict(report: dict[str, Any], threshold: float | None) -> int:
         blocks = list(report["tasks"].items())
         if len(blocks) > 1:
             blocks.append(("all tasks", report["overall"]))
-        above = [f"{name} {family} {rate:.3f}" for name, block in blocks for family, rate in breaches(block, threshold)]
+        above = [f"{name} {family} {rate:.3f}" for name, block in blocks
+                 for family, rate in breaches(block, threshold, recheck)]
     if above:
-        print(f"mathjudge audit: false-positive rate above {threshold:g}: {'; '.join(above)}", file=sys.stderr)
+        which = "with" if recheck else "without"
+        print(f"mathjudge audit: false-positive rate above {threshold:g} ({which} the counterfactual re-check): "
+              f"{'; '.join(above)}", file=sys.stderr)
         return EXIT_ABOVE
     if not report["overall"]["complete"]:
         unreached = report["overall"]["failures"]["unreached"]

@@ -306,7 +306,7 @@ def _calibrate(args) -> int:
     print("|---|---|---|---:|---|---|---|")
     for task, metrics in result["tasks"].items():
         for metric, m in metrics.items():
-            def rate(name: str) -> str:
+            def rate(name: str, m=m) -> str:
                 iv = m.get(f"{name}_interval") or {}
                 return f"{fmt(m.get(name))} [{fmt(iv.get('ci_low'))}, {fmt(iv.get('ci_high'))}]"
             print(f"| {md_text(task)} | {md_text(metric)} | {md_text(str(m.get('judge')))} | {m['n']} | "

@@ -61,7 +61,7 @@ class Side:
     fingerprints: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, run: Run, result: TaskResult) -> "Side":
+    def of(cls, run: Run, result: TaskResult) -> Side:
         stats_ = result.judge.get("run") if isinstance(result.judge.get("run"), dict) else {}
         prints = stats_.get("fingerprints")
         return cls(run.model, judge_id(result), judge_snapshots(result), stats_.get("alias") is True,

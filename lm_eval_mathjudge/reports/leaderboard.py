@@ -130,7 +130,7 @@ def _task_rows(task: str, cells: list[tuple[str, TaskResult]], allow_mixed: bool
     for metric in metrics:
         have = [(m, r) for m, r in ranked if metric in r.metrics]
         top_model, _ = min(have, key=lambda c: order(c, metric))
-        for model, result in have:
+        for model, _result in have:
             rows.append(_row(task, metric, model, measured[(model, metric)], samples[model], top_model,
                              samples[top_model], rank[model], prov[model], metric == headline[model], iters, seed))
     return rows, [n for n in notes if n]

@@ -117,7 +117,7 @@ def primary_metric(metrics: list[str]) -> str | None:
     return metrics[0] if metrics else None
 
 
-def judge_snapshots(result: "TaskResult") -> tuple[str, ...]:
+def judge_snapshots(result: TaskResult) -> tuple[str, ...]:
     """The model versions the judge's API reported answering: every reply used (``metadata.judge.run.
     used_models``: paid, cached or from a batch) and the paid ones (``reported_models``, all older results
     have); () when none was reported (a local judge, an API that does not say, a cache older than the record)."""
@@ -128,7 +128,7 @@ def judge_snapshots(result: "TaskResult") -> tuple[str, ...]:
     return tuple(sorted({str(m) for m in found}))
 
 
-def samples_per_problem(result: "TaskResult") -> int:
+def samples_per_problem(result: TaskResult) -> int:
     """k of a run with ``repeats`` k (the results' ``metadata.judge.k_samples``), else 1."""
     k = (result.judge.get("k_samples") or {}).get("k") if isinstance(result.judge.get("k_samples"), dict) else None
     return k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else 1

@@ -167,6 +167,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pass_at", Counts(1, MAX_REPEATS), (),
             "with `repeats` k > 1: the k' of the `pass@k'` metrics; unset = 1 and k "
             "([k samples per problem](tasks.md#k-samples-per-problem))", [1, 4, 16], RUN_LAYERS),
+    Setting("counterfactual", Flag(), False,
+            "ask each LLM judge's Correct verdict once more with a wrong reference; Correct under both is not "
+            "credited, flagged and counted in `judge_counterfactual` ([the re-check](audit.md#the-counterfactual-re-check))",
+            True, RUN_LAYERS),
 )
 SETTING = {s.name: s for s in SETTINGS}
 assert len(SETTING) == len(SETTINGS), "two rows share a name"

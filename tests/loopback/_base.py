@@ -18,11 +18,11 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator, TypeVar, Union
+from typing import Any, Callable, Iterator, TypeVar
 
-JsonBody = Union[dict, list, str, bytes, None]
+JsonBody = dict | list | str | bytes | None
 # Receives the parsed request JSON; returns reply text or a dict of overrides.
-Responder = Callable[[dict], Union[str, dict]]
+Responder = Callable[[dict], str | dict]
 _S = TypeVar("_S", bound="LoopbackServer")
 
 
@@ -81,7 +81,7 @@ def count_words(text: str | None) -> int:
 class _Handler(BaseHTTPRequestHandler):
     # HTTP/1.1 so SDK connection pools keep connections alive like in production.
     protocol_version = "HTTP/1.1"
-    server: "_HTTPServer"
+    server: _HTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass  # keep pytest output clean
@@ -161,7 +161,7 @@ def _parse(raw: bytes) -> Any:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # listen backlog: 64+ clients connect at once
-    owner: "LoopbackServer"
+    owner: LoopbackServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients hanging up (timeouts, cancelled retries) are expected here.

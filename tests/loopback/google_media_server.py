@@ -106,7 +106,7 @@ class GoogleMediaServer(LoopbackServer):
         self._ids = itertools.count(1)
         super().__init__(None, latency)
 
-    def start(self) -> "GoogleMediaServer":
+    def start(self) -> GoogleMediaServer:
         super().start()
         # Same server, a handler that can also cut a body short.
         self._httpd.RequestHandlerClass = _CuttingHandler  # type: ignore[union-attr]

@@ -29,7 +29,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from ._base import Fault, LoopbackServer, Reply, _Handler, _HTTPServer
@@ -51,7 +51,7 @@ MODERATION = {"status": 400, "code": "moderation_blocked", "type": "image_genera
               "message": "Your request was rejected by the safety system. If you believe this is an error, "
                          "contact us and include the request ID."}
 
-MediaResponder = Callable[[dict], Union[bytes, dict]]
+MediaResponder = Callable[[dict], bytes | dict]
 
 
 @dataclass
@@ -106,7 +106,7 @@ class OpenAIMediaServer(LoopbackServer):
         self._ids = itertools.count(1)
         super().__init__(None, latency)
 
-    def start(self) -> "OpenAIMediaServer":  # the base server, with a handler that can cut a body short
+    def start(self) -> OpenAIMediaServer:  # the base server, with a handler that can cut a body short
         self._httpd = _HTTPServer(("127.0.0.1", 0), _MediaHandler)
         self._httpd.owner = self
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},

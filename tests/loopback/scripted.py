@@ -25,6 +25,7 @@ import threading
 from collections import Counter
 from typing import Any, Callable, Iterable, Sequence
 
+from lm_eval_mathjudge.core import counterfactual
 from lm_eval_mathjudge.core.prompts import neutralise
 
 REPLIES = {
@@ -59,13 +60,19 @@ class ScriptedJudge:
     def __init__(self, items: Iterable[Any], decide: Callable[[Any], str], contract: str = "exact_match",
                  others: Sequence[str] = (), fallback: Callable[[dict], str] | None = None):
         self._by_reference: dict[str, list[Any]] = {}
+        self._wrong: dict[int, str] = {}  # id(item) -> its counterfactual re-check's wrong reference
         for item in items:
             self._by_reference.setdefault(item.doc["mj_reference"], []).append(item)
+            wrong, _ = counterfactual.wrong_doc(item.doc)
+            if wrong is not None:  # mathjudge audit re-checks every credit: the same decision, counted apart
+                self._by_reference.setdefault(wrong["mj_reference"], []).append(item)
+                self._wrong[id(item)] = wrong["mj_reference"]
         self._decide, self._replies = decide, REPLIES[contract]
         self._others = [o for o in others if o.strip()]
         self._fallback = fallback
         self._lock = threading.Lock()
         self.answered: Counter = Counter()  # (task, family, template, doc_index) -> requests answered
+        self.rechecked: Counter = Counter()  # the same, for the counterfactual re-checks
 
     def __call__(self, body: dict) -> str:
         text = request_text(body)
@@ -74,8 +81,10 @@ class ScriptedJudge:
             if self._fallback is None:
                 raise AssertionError(f"not an audit answer: {text[-300:]!r}")
             return self._fallback(body)
+        recheck = self._wrong.get(id(item)) is not None and self._wrong[id(item)] in text
         with self._lock:
-            self.answered[(item.task, item.family, item.template, item.doc_index)] += 1
+            (self.rechecked if recheck else self.answered)[(item.task, item.family, item.template,
+                                                            item.doc_index)] += 1
         decision = self._decide(item)
         return GARBLED if decision == "garble" else self._replies[decision]
 

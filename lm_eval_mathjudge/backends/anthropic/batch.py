@@ -41,7 +41,7 @@ DOWNLOAD_CHUNK = 1 << 20  # bytes of a result file written to disk at a time
 _RUNNING = ("in_progress", "canceling")
 
 
-def create(backend: Any) -> "AnthropicBatchProvider":
+def create(backend: Any) -> AnthropicBatchProvider:
     """The batch API of an ``AnthropicBackend``'s own client: the same request bodies, one batch."""
     return AnthropicBatchProvider(backend.sdk, backend.settings, backend.api_error, endpoint=backend.endpoint)
 

@@ -26,7 +26,7 @@ from . import body, errors
 MODEL_BYTES = 1 << 20  # a model lookup's reply
 
 
-def create(settings: JudgeSettings, judge: str) -> "AnthropicBackend":
+def create(settings: JudgeSettings, judge: str) -> AnthropicBackend:
     return AnthropicBackend(settings)
 
 

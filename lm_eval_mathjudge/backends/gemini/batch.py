@@ -81,7 +81,7 @@ _DISPLAY = re.compile(r"^mathjudge (?P<tag>[a-z0-9]+) media=(?P<media>\d+) file=
 T = TypeVar("T")
 
 
-def create(backend: GeminiBackend) -> "GeminiBatchProvider":
+def create(backend: GeminiBackend) -> GeminiBatchProvider:
     return GeminiBatchProvider(backend)
 
 
@@ -140,7 +140,7 @@ class GeminiBatchProvider:
         most_inline = max(1, INLINE_REPLIES_BYTES // result_line_bytes(self._settings.reply_bytes))
         for key, request in items:
             try:
-                inlined = self._call(lambda: self._inlined(key, request, tag, uploaded))
+                inlined = self._call(lambda: self._inlined(key, request, tag, uploaded))  # noqa: B023 (called in this iteration)
                 line = json.dumps({"key": key, "request": _wire(self._client, inlined)}) + "\n"
             except (MediaError, JudgeRefusal) as exc:  # UnsendableRequest; a media file Gemini could not process
                 log.debug("batch: request %s left out: %s", key[:12], redact(str(exc)))

@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ...core.errors import FatalJudgeError, JudgeCallError, TransientJudgeError
+from ...core.errors import FatalJudgeError, TransientJudgeError
 from ...core.redact import redact
 from ...settings import credentials
-from .._http import about, header_retry_after, status_error
+from .._http import header_retry_after, status_error
 from ..wire import http_exceptions
 
 if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
@@ -27,8 +27,8 @@ def api_error(exc: genai_errors.APIError, endpoint: str) -> Exception:
     """An SDK APIError (an HTTP status) as transient, refusal or fatal, with the wait the service asked for."""
     code = exc.code if isinstance(exc.code, int) else 0
     headers = getattr(getattr(exc, "response", None), "headers", None)
-    return status_error(code, str(exc.message or exc.details or ""), keys=credentials.SERVICES["gemini"].rejected, endpoint=endpoint,
-                        headers=headers, status_name=exc.status or None, code=exc.status,
+    return status_error(code, str(exc.message or exc.details or ""), keys=credentials.SERVICES["gemini"].rejected,
+                        endpoint=endpoint, headers=headers, status_name=exc.status or None, code=exc.status,
                         retry_after=retry_info(exc))
 
 

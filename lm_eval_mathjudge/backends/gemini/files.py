@@ -16,7 +16,8 @@ from ...calls import stop
 from ...core.errors import JudgeRefusal, MediaError
 from ...core.redact import redact
 from ...core.types import Media
-from .errors import about, api_error
+from .._http import about
+from .errors import api_error
 from .replies import enum_name
 
 log = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
     from google.genai import errors as genai_errors
 
 
-def create(settings: JudgeSettings, judge: str) -> "GeminiBackend":
+def create(settings: JudgeSettings, judge: str) -> GeminiBackend:
     return GeminiBackend(settings)
 
 

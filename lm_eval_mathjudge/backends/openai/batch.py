@@ -50,7 +50,7 @@ _STATES = {"validating": RUNNING, "in_progress": RUNNING, "finalizing": RUNNING,
 _URLS = {"openai": "/v1/chat/completions", "azure": "/chat/completions"}
 
 
-def create(backend: Any) -> "OpenAIBatchProvider":
+def create(backend: Any) -> OpenAIBatchProvider:
     """The batch API of an ``OpenAIBackend``'s own client: the same request bodies, sent as one file."""
     s = backend.settings
     return OpenAIBatchProvider(backend.sdk, backend.request_body, backend.api_error, backend=s.backend,
@@ -109,7 +109,7 @@ class OpenAIBatchProvider:
             if not file_id:
                 continue
             with tempfile.TemporaryFile() as spool:  # streamed to disk: a result file is never held in memory
-                call_with_retries(lambda: self._download(file_id, spool, items), self._policy)
+                call_with_retries(lambda: self._download(file_id, spool, items), self._policy)  # noqa: B023 (called in this iteration)
                 spool.seek(0)
                 for line in result_lines(spool, result_line_bytes(self._reply_bytes)):
                     if line is None:  # its item is left unanswered: the runner's fallback takes it

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 MODEL_LIST_BYTES = 16 << 20  # a model list (a proxy serving hundreds of models) may be larger than one reply
 
-def create(settings: JudgeSettings, judge: str) -> "OpenAIChatBackend":
+def create(settings: JudgeSettings, judge: str) -> OpenAIChatBackend:
     return OpenAIChatBackend(settings)
 
 

@@ -30,7 +30,8 @@ _CONDITION_BEFORE = re.compile(  # "If x > 0, then", "When n is even,": a senten
     r"suppose|supposing|assuming|provided|in[ \t]+case)\b(?:[^.!?\n]|\.(?=\d)){0,120}?(?:[,;]|\bthen\b)", re.I)
 _EXAMPLE = re.compile(r"\b(?:for[ \t]+(?:example|instance)|e\.g\.?|examples?|sample[ \t]+(?:answer|output|response)s?|"
                       r"templates?|placeholders?|illustrat\w*)(?![A-Za-z])", re.I)  # the gold shown, not answered
-_EXAMPLE_AFTER = re.compile(r"[ \t$*_)(,:;-]*(?:(?:is|as|was)[ \t]+(?:just[ \t]+|only[ \t]+|merely[ \t]+)?(?:an?[ \t]+|the[ \t]+)?)?"
+_EXAMPLE_AFTER = re.compile(r"[ \t$*_)(,:;-]*(?:(?:is|as|was)[ \t]+(?:just[ \t]+|only[ \t]+|merely[ \t]+)?"
+                            r"(?:an?[ \t]+|the[ \t]+)?)?"
                             + _EXAMPLE.pattern + "|" + r"[ \t$*_)]*is[ \t]+how[ \t]+(?!much|many|long|far|old|big)\w+[ \t]+"
                             r"(?:should|would|must|looks?)", re.I)  # "\boxed{18} (for example)", "... is how it should look"
 _CONSEQUENCE = r"\b(?:so|thus|hence|therefore|which[ \t]+(?:means|gives))\b"  # what follows stands on its own

@@ -48,9 +48,11 @@ _CLAUSE = re.compile(r"[.!?;:]\s")
 _HEDGE_FIRST = re.compile(r"[ \t*_$]*(?:(?:is|be)[ \t]+)?(?:" + HEDGE_WORDS.pattern + ")", re.I)
 _TEXT_ANSWER = re.compile(r"[ \t*_\"'(]*([A-Za-z][\w' ()-]{0,40}?)[ \t*_\"')]*$")
 _DOUBT = re.compile(r"\b(?:maybe|perhaps|probably|possibly|not[ \t]+(?:sure|certain|confident)|unsure|uncertain|"
-                    r"i[ \t]+think|i[ \t]+guess|i'd[ \t]+(?:guess|say)|i[ \t]+would[ \t]+guess|my[ \t]+(?:best[ \t]+)?guess|(?:could|might|may)[ \t]+be[ \t]+wrong|not[ \t]+100%|"
+                    r"i[ \t]+think|i[ \t]+guess|i'd[ \t]+(?:guess|say)|i[ \t]+would[ \t]+guess|"
+                    r"my[ \t]+(?:best[ \t]+)?guess|(?:could|might|may)[ \t]+be[ \t]+wrong|not[ \t]+100%|"
                     r"likely|presumably|i[ \t]+suspect|"  # "it could be 18": a guess, not a committed answer
-                    r"(?:could|might|may)[ \t]+(?:well[ \t]+)?(?:be|equal)[ \t]+(?:about[ \t]+|around[ \t]+)?[$\\(]*[-\u2212]?\.?\d)",
+                    r"(?:could|might|may)[ \t]+(?:well[ \t]+)?(?:be|equal)[ \t]+(?:about[ \t]+|around[ \t]+)?"
+                    r"[$\\(]*[-\u2212]?\.?\d)",
                     re.I)
 _TAKEN_BACK = re.compile(r"\b(?:actually|instead|rather|i[ \t]+mean|no,|nope|correction)(?![A-Za-z])", re.I)
 _REVISING = re.compile(r"\b(?:wait|actually|no,|correction|i[ \t]+mean|rather|instead|kidding|oops|"

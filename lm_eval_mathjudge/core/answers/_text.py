@@ -17,7 +17,8 @@ NUMBER = re.compile(r"(?<![\w./])[-\u2212]?\d+/\d+(?![\d/]|\.\d)|"  # 2/3: one v
 _LABEL_BEFORE = re.compile(
     r"(?:problem|question|exercise|example|step|case|part|section|chapter|lemma|theorem|figure|table|"
     r"equation|eq\.|no\.|item|page|line|option|#)\s*\(?$", re.I)
-_MATH_SPAN = re.compile(r"(?<!\\)\$\$([^$]{1,400})(?<!\\)\$\$|(?<!\\)\$((?:[^$\n]|(?<=\\)\$){1,200})(?<!\\)\$|\\\((.{1,200}?)\\\)|\\\[(.{1,400}?)\\\]", re.S)
+_MATH_SPAN = re.compile(r"(?<!\\)\$\$([^$]{1,400})(?<!\\)\$\$|(?<!\\)\$((?:[^$\n]|(?<=\\)\$){1,200})(?<!\\)\$|"
+                        r"\\\((.{1,200}?)\\\)|\\\[(.{1,400}?)\\\]", re.S)
 _SENTENCE_END = re.compile(  # "5!" is a factorial; "\boxed{18} She makes..." starts a new sentence
     r"\n|(?:\.|(?<=[A-Za-z])!|\?)(?=[\s\"')\]*_]|$)|(?<=[}$\d])(?=[ \t]+[A-Z][a-z])")
 BOX = re.compile(r"\\(?:boxed|fbox|framebox)(?![A-Za-z])\s{0,3}(?:\[[^\]\n]{0,20}\])?\s{0,3}(?=\{)|"
@@ -245,7 +246,7 @@ def conditioned(sentence: str, at: int) -> bool:
     """The value at ``at`` is a condition in its clause ("achieved when a = b = 1"), not a result
     ("if only 14 remained, then 40 - 14 = 26")."""
     condition = None
-    for condition in _CONDITION.finditer(sentence, max(0, at - 40), at):
+    for condition in _CONDITION.finditer(sentence, max(0, at - 40), at):  # noqa: B007 (the last one is kept)
         pass
     return condition is not None and _CLAUSE_BREAK.search(sentence, condition.end(), at) is None
 

@@ -157,7 +157,7 @@ class Shape:
     words: bool  # an answer in words ("\text{Evelyn}", "even")
 
     @classmethod
-    def of(cls, gold: str) -> "Shape":
+    def of(cls, gold: str) -> Shape:
         core = normalise(gold, numeric=True)
         several = "," in core or ";" in core or AND_SIGN.search(gold) is not None or _AND.search(gold) is not None \
             or _PLUS_MINUS.search(gold) is not None  # "1 \pm \sqrt{19}": two values, answered as a list too

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 from ..errors import ConfigError
@@ -79,7 +79,7 @@ class Template:
         return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), self.text)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str) -> Template:
     """Load ``prompts/<name>.txt`` from the installed package."""
     text = resources.files(__package__).joinpath(f"{name}.txt").read_text(encoding="utf-8")
@@ -159,7 +159,7 @@ def _folded_spans(text: str) -> list[tuple[int, int, str]]:
     return spans
 
 
-@lru_cache(maxsize=None)
+@cache
 def _patterns() -> tuple[tuple[str, re.Pattern], ...]:
     """What an answer may not imitate, as (kind, pattern) over folded text, all from the templates:
     their section headings, the labels of the replies they ask for, the boundary lines. Each word
