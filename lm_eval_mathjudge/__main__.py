@@ -73,7 +73,7 @@ class Parser(argparse.ArgumentParser):
     def _subcommand_action(self):
         return next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
 
-    def _subcommand(self, name: str | None) -> "argparse.ArgumentParser | None":
+    def _subcommand(self, name: str | None) -> argparse.ArgumentParser | None:
         action = self._subcommand_action()
         return action.choices.get(name) if action is not None and name else None
 
