@@ -10,7 +10,8 @@ already loaded) and only appends a finder to ``sys.meta_path`` and wraps ``sys.e
   ``lm_eval_mathjudge._startup`` add our task folder and models to what lm-eval just built.
 * The exception hook hands every exception to the hook it replaced, except one of the plugin's own
   errors (``lm_eval_mathjudge.core.errors`` is then loaded) ending an ``lm_eval`` or ``mathjudge``
-  process: ``_startup.report`` prints one clean block instead of the traceback.
+  process, or lm-eval's own ValueError about a near miss of our task names or a JSON option that does not
+  parse (``core/cli_input.py``): ``_startup.report`` prints one clean block instead of the traceback.
 
 Nothing here raises: a broken plugin must never break the interpreter.
 """
@@ -83,7 +84,8 @@ class ErrorHook:
         self.previous = previous
 
     def __call__(self, exc_type, exc, tb):
-        if _ERRORS in sys.modules:  # otherwise the error cannot be ours
+        # otherwise the error cannot be ours, nor lm-eval's about input meant for us (a ValueError of lm_eval)
+        if _ERRORS in sys.modules or (exc_type is ValueError and "lm_eval" in sys.modules):
             try:
                 _startup().report(exc_type, exc, tb, self.previous)  # ends the process if it reports
             except SystemExit:

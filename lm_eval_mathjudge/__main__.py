@@ -45,6 +45,38 @@ class Parser(argparse.ArgumentParser):
                                for arg in unknown[1].split() if arg.startswith("--"))
         super().error(message)
 
+    def parse_known_args(self, args=None, namespace=None):
+        argv = list(sys.argv[1:] if args is None else args)
+        self._refuse_unknown_options(argv)  # before argparse asks for missing arguments: the typo is the news
+        return super().parse_known_args(argv, namespace)
+
+    def parse_args(self, args=None, namespace=None):
+        """Arguments left over are reported by the subcommand they were given to, with its usage."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            (self._subcommand(getattr(parsed, "command", None)) or self).error(
+                f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _refuse_unknown_options(self, argv: list[str]) -> None:
+        """An option this parser does not know (nor abbreviates) is an error of this parser, with its usage;
+        a parser with subcommands looks only before the subcommand's name."""
+        known = [s for s in self._option_string_actions if s.startswith("--")]
+        nested = self._subcommand_action() is not None
+        for arg in argv:
+            if arg == "--" or (nested and not arg.startswith("-")):
+                return
+            name = arg.split("=", 1)[0]
+            if name.startswith("--") and not any(option.startswith(name) for option in known):
+                self.error(f"unrecognized arguments: {arg}")
+
+    def _subcommand_action(self):
+        return next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+
+    def _subcommand(self, name: str | None) -> argparse.ArgumentParser | None:
+        action = self._subcommand_action()
+        return action.choices.get(name) if action is not None and name else None
+
     def _every_option(self) -> list[str]:
         found = [s for s in self._option_string_actions if s.startswith("--")]
         for action in self._actions:
@@ -59,6 +91,16 @@ def example(*lines: str) -> str:
     return "example" + ("s" if len(lines) > 1 else "") + ":\n" + "\n".join(f"  {line}" for line in lines)
 
 
+def _version() -> str:
+    """The installed distribution's version (the package's own ``__init__`` is a room above this one)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("lm-eval-mathjudge")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> Parser:
     from .reports import cli as reports_cli  # argparse only; each command imports its own modules
 
@@ -68,6 +110,7 @@ def build_parser() -> Parser:
                                    "mathjudge rejudge results/*/samples_gsm8k_gpt4em_*.jsonl --judge local "
                                    "--output_path rejudged",
                                    "mathjudge <command> --help"))
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     sub.add_parser("tasks-dir", help="print the folder of the task YAMLs (for lm_eval --include_path)",
                    description="Print the folder of this plugin's task YAMLs, for lm_eval --include_path "
@@ -110,6 +153,28 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command; a reader that stops reading (``mathjudge ... | head``) ends it quietly."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        return code
+    except BrokenPipeError:
+        _drop_stdout()
+        return 0
+
+
+def _drop_stdout() -> None:
+    """Nothing more reaches the closed pipe (the interpreter's flush at exit included)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (a test's capture): nothing to redirect
+        pass
+    finally:
+        os.close(devnull)
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     from .reports import cli as reports_cli
 

@@ -37,6 +37,12 @@ def tasks_dir() -> str:
     return bundled if os.path.isdir(bundled) else os.path.join(os.path.dirname(pkg), "task_configs")
 
 
+def task_names() -> list[str]:
+    """Our tasks and groups, by their YAML files (a file starting with ``_`` is a base others include)."""
+    folder = tasks_dir()
+    return sorted(name[:-5] for name in os.listdir(folder) if name.endswith(".yaml") and not name.startswith("_"))
+
+
 def extend(module) -> None:
     """Add the plugin to the lm-eval module just loaded (one of ``hook.TARGETS``)."""
     _EXTENSIONS[module.__name__](module)
@@ -106,6 +112,10 @@ def report(exc_type, exc, tb, previous) -> None:
     from .calls.stop import command
     from .core import errors
 
+    if command() == "lm_eval" and not isinstance(exc, errors.MathJudgeError):
+        from .core.cli_input import translated
+
+        exc = translated(exc, tb, sys.argv, task_names()) or exc  # lm-eval's error about input meant for us
     name = command() if isinstance(exc, errors.MathJudgeError) else None
     if name is None:
         return

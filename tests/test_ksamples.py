@@ -10,7 +10,7 @@ import pytest
 from lm_eval_mathjudge.core import stats
 from lm_eval_mathjudge.core.errors import ConfigError
 from lm_eval_mathjudge.core.judges import EXACT_MATCH, VLM
-from lm_eval_mathjudge.core.samples import KSpec, majority, problem_metrics
+from lm_eval_mathjudge.core.samples import KSpec, k_order, majority, problem_metrics
 
 
 def _chen(n: int, c: int, k: int) -> float:
@@ -228,3 +228,20 @@ def test_paired_permutation_samples_sign_patterns_beyond_the_exact_limit():
                                     random_state=1).pvalue
     ours = stats.paired_permutation(list(a), list(b), iters=20_000, seed=0)
     assert ours == pytest.approx(float(theirs), abs=0.01) and ours > 0
+
+
+@pytest.mark.parametrize("names, ordered", [
+    # lm-eval's results table and a results file re-saved with sorted keys list them as text: pass@16 first
+    (["gpt4_exact_match_avg@16,none", "gpt4_exact_match_maj@16,none", "gpt4_exact_match_pass@1,none",
+      "gpt4_exact_match_pass@16,none", "gpt4_exact_match_pass@4,none", "judge_failed,none"],
+     ["gpt4_exact_match_avg@16,none", "gpt4_exact_match_maj@16,none", "gpt4_exact_match_pass@1,none",
+      "gpt4_exact_match_pass@4,none", "gpt4_exact_match_pass@16,none", "judge_failed,none"]),
+    (["final_correct_pass@64", "final_correct_pass@8", "final_correct_pass@128", "final_correct_pass@2"],
+     ["final_correct_pass@2", "final_correct_pass@8", "final_correct_pass@64", "final_correct_pass@128"]),
+    # the same metric under two filters keeps the filters' order; other names keep their places
+    (["judge_failed,none", "m_pass@10,strict", "m_pass@2,strict", "acc,none"],
+     ["judge_failed,none", "m_pass@2,strict", "m_pass@10,strict", "acc,none"]),
+    ([], []),
+])
+def test_k_metrics_are_listed_in_numeric_order(names, ordered):
+    assert k_order(names) == ordered

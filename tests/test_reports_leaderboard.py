@@ -172,6 +172,15 @@ def test_html_page_renders_the_table_in_a_headless_browser(board):
 
 
 @pytest.mark.e2e
+def test_the_console_names_each_file_written(runs, tmp_path, capsys):
+    out = tmp_path / "board"
+    assert main(["leaderboard", *(str(runs.run_dir(m)) for m in MODELS), "--out", f"{out}/"]) == 0
+    printed = capsys.readouterr().out.split("\nwritten:\n", 1)[1].split()
+    assert sorted(Path(p).name for p in printed) == sorted(f"leaderboard.{x}" for x in ("md", "csv", "html", "svg", "png"))
+    assert all(Path(p).is_file() and "//" not in p for p in printed)
+
+
+@pytest.mark.e2e
 def test_runs_judged_differently_are_refused_unless_allowed(runs, tmp_path, capsys):
     # A copy of one run whose judge used another prompt version (as after a prompt edit).
     other = tmp_path / "other"

@@ -9,6 +9,7 @@ every long wait shows (tqdm on stderr), or a silent stand-in that still counts.
 from __future__ import annotations
 
 import itertools
+import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any, Callable, Sequence, TypeVar
@@ -111,6 +112,18 @@ class _NullBar:
 
     def __exit__(self, *exc: object) -> None:
         pass
+
+
+def notice(text: str) -> None:
+    """A line of ours on stderr that starts on a line of its own even while a progress bar (lm-eval's
+    or ours) is drawn there: the bars are cleared, the line written, the bars drawn again below it."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # no bar can be drawing without tqdm
+        print(text, file=sys.stderr, flush=True)
+        return
+    tqdm.write(text, file=sys.stderr)
+    sys.stderr.flush()
 
 
 def progress_bar(total: int | None, desc: str, enabled: bool = True, unit: str = "req") -> Any:

@@ -21,9 +21,10 @@ k x n samples as if they were independent:
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from .judges import JUDGE_FAILED, Judge
 from .stats import pass_at_k
@@ -52,6 +53,20 @@ class KSpec:
         names[f"{self.primary}_maj@{self.k}"] = True
         names[JUDGE_FAILED] = False
         return names
+
+
+_K = re.compile(r"@(\d+)")
+
+
+def k_order(names: Iterable[str]) -> list[str]:
+    """Metric names with the k of ``pass@k`` (and ``avg@k``, ``maj@k``) in numeric order: ``pass@4`` before
+    ``pass@16``. Names that differ only in k stay where the first of them was; every other name keeps its place."""
+    names = list(names)
+    stems = {name: _K.sub("@", name) for name in names}
+    first = {}
+    for i, name in enumerate(names):
+        first.setdefault(stems[name], i)
+    return sorted(names, key=lambda n: (first[stems[n]], [int(k) for k in _K.findall(n)], names.index(n)))
 
 
 @dataclass(frozen=True)

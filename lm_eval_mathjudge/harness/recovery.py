@@ -42,6 +42,7 @@ from typing import Any, Iterable
 from .. import compat
 from .._startup import REPLAY_MODEL
 from ..calls import stop
+from ..calls.workers import notice
 from ..core.docs import question_of
 from ..core.files import (append_line, describe_disk_problem, disk_problem, fsync_dir, private_dir,
                            write_atomic)
@@ -113,9 +114,9 @@ def _append_generation(key: str, response: str) -> None:
         try:
             if _STREAM.get("path") is None:
                 _STREAM["path"] = _run_file()
-                print(f"mathjudge: each generation of the judged tasks is saved in {_STREAM['path']} as it "
-                      f"finishes; should this run die, resume with {live_resume_command(_STREAM['path'])} "
-                      "(it asks the model only for the others)", file=sys.stderr, flush=True)
+                notice(f"mathjudge: each generation of the judged tasks is saved in {_STREAM['path']} as it "
+                       f"finishes; should this run die, resume with {live_resume_command(_STREAM['path'])} "
+                       "(it asks the model only for the others)")  # while lm-eval's bar is drawn
             for task, doc_id, question in _SOURCES.get(key, ()):
                 append_line(_STREAM["path"], _record_line(task, doc_id, question, response, media_dirs(task)))
             if not written:
@@ -158,9 +159,8 @@ def _complete_run_file(saved: str) -> None:
                     redact(str(exc)))
     resume.note(target, complete=True)
     if not said:
-        print(f"mathjudge: every generation of the judged tasks is saved in {target}; should this run die, resume "
-              f"with {resume_command(target)} (it judges only what the judge cache does not hold)",
-              file=sys.stderr, flush=True)
+        notice(f"mathjudge: every generation of the judged tasks is saved in {target}; should this run die, resume "
+               f"with {resume_command(target)} (it judges only what the judge cache does not hold)")
 
 
 def _second_name(saved: str, path: str) -> None:

@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from ..calls import stop
+from ..calls.workers import notice
 from ..core.errors import ConfigError
 from ..core.files import write_atomic
 from ..core.redact import redact
@@ -73,8 +74,8 @@ def begin() -> None:
     _supersede(folder, args)
     atexit.unregister(_at_exit)  # once per process, however many runs it holds
     atexit.register(_at_exit)
-    print(f"mathjudge: should this run die, `mathjudge resume {shlex.quote(folder)}` resumes it (paying only for "
-          "what is missing)", file=sys.stderr, flush=True)
+    notice(f"mathjudge: should this run die, `mathjudge resume {shlex.quote(folder)}` resumes it (paying only for "
+           "what is missing)")
 
 
 def note(path: str, complete: bool) -> None:

@@ -67,33 +67,45 @@ def bars(board: Board) -> tuple[list[str], list[str], list[Bar]]:
 
 
 # ---------------------------------------------------------------------- SVG
-PLOT_H, TOP, LEFT, BAR_W, GAP, LEGEND_ROW, MIN_WIDTH = 240, 40, 56, 22, 28, 18, 320
+PLOT_H, TOP, LEFT, BAR_W, GAP, LEGEND_ROW, MIN_WIDTH, RIGHT = 240, 40, 56, 22, 28, 18, 320, 20
+TITLE_PX, TEXT_PX = 13, 11
+EM_SHARE = 0.62  # a sans-serif character's mean width as a share of its font size (digits and capitals: ~0.6)
+
+
+def text_px(text: str, size: float) -> float:
+    """A generous estimate of a sans-serif line's width: the SVG is sized so that no text is cut."""
+    return len(text) * size * EM_SHARE
 
 
 def svg(board: Board, title: str = "Leaderboard (primary metric, 95% CI)") -> str:
     tasks, models, items = bars(board)
     bars_w = BAR_W * len(models)
-    group_w = max(bars_w + GAP, (MIN_WIDTH - LEFT - 20) / max(1, len(tasks)))  # few tasks: spread, centred
-    width = round(LEFT + group_w * len(tasks) + 20)
+    group_w = max(bars_w + GAP, (MIN_WIDTH - LEFT - RIGHT) / max(1, len(tasks)),  # few tasks: spread, centred
+                  max((text_px(t, TEXT_PX) + 8 for t in tasks), default=0))  # a task's name fits under its bars
+    plot_w = group_w * len(tasks)
+    # wide enough for the plot, the whole title and the longest legend entry
+    width = round(max(LEFT + plot_w + RIGHT, LEFT + text_px(title, TITLE_PX) + RIGHT,
+                      LEFT + 18 + max((text_px(m, TEXT_PX) for m in models), default=0) + RIGHT))
+    plot_left = LEFT + (width - RIGHT - LEFT - plot_w) / 2  # the bars centred when the title is wider
     legend_top = TOP + PLOT_H + 46
     height = legend_top + LEGEND_ROW * len(models) + 10
     y = lambda v: TOP + PLOT_H * (1 - max(0.0, min(1.0, v)))  # noqa: E731  -- metrics are shares in [0, 1]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="{TEXT_PX}">',
            f"<title>{escape(title)}</title>", '<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="{LEFT}" y="20" font-size="13" font-weight="bold">{escape(title)}</text>']
+           f'<text class="title" x="{LEFT}" y="20" font-size="{TITLE_PX}" font-weight="bold">{escape(title)}</text>']
     for tick in range(0, 11, 2):
         ty = y(tick / 10)
-        out.append(f'<line class="grid" x1="{LEFT}" y1="{ty:.1f}" x2="{width - 20}" y2="{ty:.1f}" stroke="#ddd"/>')
+        out.append(f'<line class="grid" x1="{LEFT}" y1="{ty:.1f}" x2="{width - RIGHT}" y2="{ty:.1f}" stroke="#ddd"/>')
         out.append(f'<text x="{LEFT - 6}" y="{ty + 4:.1f}" text-anchor="end">{tick / 10:.1f}</text>')
     for t, task in enumerate(tasks):
-        x0 = LEFT + t * group_w + (group_w - bars_w) / 2
+        x0 = plot_left + t * group_w + (group_w - bars_w) / 2
         out.append(f'<text class="task" x="{x0 + bars_w / 2:.1f}" y="{TOP + PLOT_H + 16}" '
                    f'text-anchor="middle">{escape(task)}</text>')
         for item in (b for b in items if b.task == task):
             i = models.index(item.model)
             out += _svg_bar(x0 + i * BAR_W, item, PALETTE[i % len(PALETTE)], y)
-    out.append(f'<line x1="{LEFT}" y1="{TOP + PLOT_H}" x2="{width - 20}" y2="{TOP + PLOT_H}" stroke="#333"/>')
+    out.append(f'<line x1="{LEFT}" y1="{TOP + PLOT_H}" x2="{width - RIGHT}" y2="{TOP + PLOT_H}" stroke="#333"/>')
     mid = TOP + PLOT_H / 2
     out.append(f'<text class="ylabel" x="12" y="{mid:.1f}" text-anchor="middle" font-size="10" '
                f'transform="rotate(-90 12 {mid:.1f})">{escape(y_label(items))}</text>')
@@ -101,7 +113,7 @@ def svg(board: Board, title: str = "Leaderboard (primary metric, 95% CI)") -> st
         ly = legend_top + i * LEGEND_ROW
         out.append(f'<rect class="legend" x="{LEFT}" y="{ly - 10}" width="12" height="12" '
                    f'fill="{PALETTE[i % len(PALETTE)]}"/>')
-        out.append(f'<text x="{LEFT + 18}" y="{ly}">{escape(model)}</text>')
+        out.append(f'<text class="legend-label" x="{LEFT + 18}" y="{ly}">{escape(model)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -127,7 +139,9 @@ def _plain(label: str) -> str:
     return "".join(c if c.isprintable() else " " for c in label).replace("$", r"\$")
 
 
-def png(board: Board, path: str, title: str = "Leaderboard (primary metric, 95% CI)") -> None:
+def figure(board: Board, title: str = "Leaderboard (primary metric, 95% CI)"):
+    """The matplotlib figure of the chart: the title above, the legend below the axes in as many columns as
+    fit, the figure as wide as its widest part, so the plot keeps its width however long the names are."""
     try:
         import matplotlib
     except ImportError:
@@ -136,21 +150,39 @@ def png(board: Board, path: str, title: str = "Leaderboard (primary metric, 95% 
     import matplotlib.pyplot as plt
 
     tasks, models, items = bars(board)
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 + 0.35 * len(models) * len(tasks) + 0.4 * len(tasks)), 3.6))
-    width = 0.8 / max(1, len(models))
-    for i, model in enumerate(models):
+    labels = [_plain(m) for m in models]
+    plot_w = max(3.0, 0.35 * len(models) * len(tasks) + 0.4 * len(tasks))
+    label_w = max((len(label) for label in labels), default=0) * LEGEND_PT * EM_SHARE / 72 + 0.45  # swatch, gap
+    width = max(plot_w + 1.0, len(title) * TITLE_PT * EM_SHARE / 72 + 0.4, min(label_w, MAX_WIDTH_IN) + 0.4)
+    columns = max(1, min(len(labels), int((width - 0.4) // label_w)))
+    rows = -(-len(labels) // columns)
+    fig = plt.figure(figsize=(width, 3.4 + 0.2 * rows), layout="constrained")
+    ax = fig.add_subplot()
+    slot = 0.8 / max(1, len(models))
+    for i, (model, label) in enumerate(zip(models, labels)):
         mine = {b.task: b for b in items if b.model == model}
-        xs = [t + (i - (len(models) - 1) / 2) * width for t, task in enumerate(tasks) if task in mine]
+        xs = [t + (i - (len(models) - 1) / 2) * slot for t, task in enumerate(tasks) if task in mine]
         chosen = [mine[task] for task in tasks if task in mine]
         errors = [[b.value - (b.low if b.low is not None else b.value) for b in chosen],
                   [(b.high if b.high is not None else b.value) - b.value for b in chosen]]
-        ax.bar(xs, [b.value for b in chosen], width, yerr=errors, capsize=3, label=_plain(model),
+        ax.bar(xs, [b.value for b in chosen], slot, yerr=errors, capsize=3, label=label,
                color=PALETTE[i % len(PALETTE)])
     ax.set_xticks(range(len(tasks)), [_plain(t) for t in tasks])
     ax.set_ylim(0, 1)
     ax.set_ylabel(_plain(y_label(items)), fontsize=8)
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    fig.suptitle(_plain(title), fontsize=TITLE_PT)
+    fig.legend(loc="outside lower center", ncols=columns, fontsize=LEGEND_PT, frameon=False)
+    return fig
+
+
+TITLE_PT, LEGEND_PT, MAX_WIDTH_IN = 10, 7, 16.0
+
+
+def png(board: Board, path: str, title: str = "Leaderboard (primary metric, 95% CI)") -> None:
+    fig = figure(board, title)
+    import matplotlib.pyplot as plt
+
+    try:
+        fig.savefig(path, dpi=120, bbox_inches="tight", pad_inches=0.1)  # a legend entry wider still is not cut
+    finally:
+        plt.close(fig)

@@ -186,14 +186,14 @@ def _leaderboard(args) -> int:
     for name, text in files.items():
         with open(os.path.join(args.out, name), "w", encoding="utf-8") as fh:
             fh.write(text)
-    kinds = ["md", "csv", "html", "svg"]
+    written = [os.path.join(args.out, name) for name in files]
     try:
         chart.png(board, os.path.join(args.out, "leaderboard.png"))
-        kinds.append("png")
+        written.append(os.path.join(args.out, "leaderboard.png"))
     except chart.MissingMatplotlib as exc:
         print(f"mathjudge leaderboard: {exc}; the other files are written", file=sys.stderr)
     sys.stdout.write(leaderboard.to_markdown(board))
-    print(f"\nwritten to {args.out}/leaderboard.{{{','.join(kinds)}}}")
+    print("\nwritten:\n" + "\n".join(f"  {os.path.normpath(path)}" for path in written))
     return 0
 
 

@@ -24,6 +24,7 @@ from typing import Any, Iterator
 from ..core.docs import question_of
 from ..core.errors import ConfigError
 from ..core.redact import redact
+from ..core.samples import k_order
 from ..settings.schema import pipeline_label
 from . import partial
 
@@ -269,7 +270,7 @@ def _metrics(values: dict[str, Any]) -> dict[str, tuple[float, float | None]]:
         name, _, filt = key.partition(",")
         stderr = values.get(f"{name}_stderr,{filt}")
         out[key] = (float(value), float(stderr) if isinstance(stderr, (int, float)) else None)
-    return out
+    return {key: out[key] for key in k_order(out)}  # pass@4 before pass@16, however the file was written
 
 
 def _data_source(config: dict[str, Any]) -> str:
