@@ -79,6 +79,7 @@ def _judge_share(world: ranks.World, _tmp: Path) -> dict:
 
 
 @pytest.mark.distributed
+@pytest.mark.e2e  # two rank processes
 def test_the_cost_and_the_judge_stats_of_two_ranks_equal_one_process_judging_every_doc(two_ranks, tmp_path):
     both = [r["judge"] for r in two_ranks]
     alone = _judge_share(ranks.World(), tmp_path)
@@ -114,6 +115,7 @@ def _usd(texts: list[str]) -> float:
 
 
 @pytest.mark.distributed
+@pytest.mark.e2e  # two rank processes
 def test_a_budget_above_each_share_but_below_the_whole_run_refuses_on_every_rank(two_ranks):
     both = [r["refused"] for r in two_ranks]
     for r in both:
@@ -127,6 +129,7 @@ def test_a_budget_above_each_share_but_below_the_whole_run_refuses_on_every_rank
 
 
 @pytest.mark.distributed
+@pytest.mark.e2e  # two rank processes
 def test_a_dry_run_of_two_ranks_estimates_the_whole_run_and_prints_it_once(two_ranks):
     both = [r["dry"] for r in two_ranks]
     for r in both:
@@ -160,6 +163,7 @@ def _save_share(world: ranks.World, tmp_path: Path) -> dict:
 
 
 @pytest.mark.distributed
+@pytest.mark.e2e  # two rank processes
 def test_the_generations_of_both_ranks_are_saved_in_one_file_that_each_rank_names(two_ranks):
     both = [r["saved"] for r in two_ranks]
     assert both[0]["path"] == both[1]["path"]
