@@ -143,6 +143,16 @@ def check_text(request: JudgeRequest) -> None:
                                     kind="invalid_text") from None
 
 
+def malformed(exc: Exception) -> TransientJudgeError:
+    """A 200 (or an exchange) whose body is not the API's reply: a transient ``bad_response``."""
+    return TransientJudgeError(redact(f"malformed judge response: {exc}"[:500]), kind="bad_response")
+
+
+def unencodable(exc: Exception) -> UnsendableRequest:
+    """The SDK could not encode our request: nothing was sent; this sample's failure, never retried."""
+    return UnsendableRequest(redact(f"cannot encode the judge request: {type(exc).__name__}: {exc}"[:500]))
+
+
 @contextmanager
 def building_request() -> Iterator[None]:
     """Errors while building a request body are this sample's (never sent, never retried), not an outage."""

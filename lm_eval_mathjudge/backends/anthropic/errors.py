@@ -14,7 +14,7 @@ from ...core.errors import FatalJudgeError, JudgeCallError, TransientJudgeError
 from ...core.redact import redact
 from ...settings import credentials
 from .. import wire
-from .._http import MESSAGE_LIMIT, status_error
+from .._http import MESSAGE_LIMIT, malformed, status_error
 
 if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
     import anthropic
@@ -65,4 +65,4 @@ def exchange_error(exc: Exception, endpoint: str, timeout: float) -> JudgeCallEr
         return TransientJudgeError(f"judge request to {endpoint} timed out after {timeout:g}s", kind="timeout")
     if isinstance(exc, anthropic.APIConnectionError):
         return TransientJudgeError(redact(f"cannot reach the judge at {endpoint}: {exc}"), kind="connection")
-    return TransientJudgeError(redact(f"malformed judge response: {exc}"[:500]), kind="bad_response")
+    return malformed(exc)

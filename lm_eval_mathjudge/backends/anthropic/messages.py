@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core.errors import FatalJudgeError, JudgeCallError, TransientJudgeError, UnsendableRequest
+from ...core.errors import FatalJudgeError, JudgeCallError, TransientJudgeError
 from ...core.redact import public_url, redact
 from ...core.types import JudgeRequest, Reply
 from ...settings.schema import JudgeSettings
 from .. import _preflight, endpoints, wire
+from .._http import malformed, unencodable
 from .._lazy import LazyClient
 from . import body, errors
 
@@ -74,12 +75,11 @@ class AnthropicBackend(LazyClient):
         except anthropic.APIError as exc:
             raise self.api_error(exc) from None
         except (ValueError, TypeError) as exc:  # the SDK could not encode our request: nothing was sent
-            raise UnsendableRequest(redact(f"cannot encode the judge request: {type(exc).__name__}: {exc}"[:500])) \
-                from None
+            raise unencodable(exc) from None
         try:
             message = raw.parse()
         except (anthropic.APIError, ValueError) as exc:  # a 200 whose body is not a message
-            raise TransientJudgeError(redact(f"malformed judge response: {exc}"[:500]), kind="bad_response") from None
+            raise malformed(exc) from None
         if not hasattr(message, "content"):  # a 200 with a non-JSON body comes back as a bare string
             raise TransientJudgeError("malformed judge response: not a Messages API message", kind="bad_response")
         return body.reply_of(message, self._settings)

@@ -28,6 +28,7 @@ from ...core.types import JudgeRequest, Media, Reply
 from ...settings import credentials
 from ...settings.schema import JudgeSettings
 from .. import _preflight, endpoints, wire
+from .._http import malformed
 from .._lazy import LazyClient
 from . import errors, files, requests
 from .replies import reply_of
@@ -94,8 +95,7 @@ class GeminiBackend(LazyClient):
         except genai_errors.APIError as exc:
             raise self.api_error(exc) from None
         except (ValueError, KeyError) as exc:  # a 200 whose body is not JSON / lacks the upload URL
-            raise TransientJudgeError(redact(f"malformed judge response: {exc}"[:500]),
-                                      kind="bad_response") from None
+            raise malformed(exc) from None
         except Exception as exc:  # noqa: BLE001 - transport errors, mapped in one place
             raise self.exchange_error(exc) from None
         finally:

@@ -26,8 +26,7 @@ import base64
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ...core.errors import (FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError,
-                            UnsendableRequest)
+from ...core.errors import FatalJudgeError, JudgeCallError, JudgeRefusal, MediaError, TransientJudgeError
 from ...core.redact import public_url, redact
 from ...core.types import JudgeRequest, Media, Reply
 from ...settings import credentials
@@ -35,7 +34,7 @@ from ...settings.models import is_reasoning_model
 from ...settings.schema import JudgeSettings
 from .. import endpoints, wire
 from .. import _preflight
-from .._http import building_request, check_text, message_content, status_error
+from .._http import building_request, check_text, malformed, message_content, status_error, unencodable
 from .._lazy import LazyClient
 
 if TYPE_CHECKING:  # annotations only: the SDK is imported on first use
@@ -90,12 +89,11 @@ class OpenAIChatBackend(LazyClient):
         except openai.APIError as exc:
             raise self._exchange_error(exc) from None
         except (ValueError, TypeError) as exc:  # the SDK could not encode our request: nothing was sent
-            raise UnsendableRequest(redact(f"cannot encode the judge request: {type(exc).__name__}: {exc}"[:500])) \
-                from None
+            raise unencodable(exc) from None
         try:
             response = raw.parse()
         except (openai.APIError, ValueError) as exc:  # a 200 whose body is not a completion (bad JSON)
-            raise TransientJudgeError(redact(f"malformed judge response: {exc}"[:500]), kind="bad_response") from None
+            raise malformed(exc) from None
         return reply_of(response)
 
     def request_body(self, request: JudgeRequest) -> dict[str, Any]:
@@ -178,7 +176,7 @@ class OpenAIChatBackend(LazyClient):
         if isinstance(exc, openai.APIConnectionError):
             return TransientJudgeError(redact(f"cannot reach the judge at {self._endpoint}: {exc}"),
                                        kind="connection")
-        return TransientJudgeError(redact(f"malformed judge response: {exc}"[:500]), kind="bad_response")
+        return malformed(exc)
 
     @property
     def settings(self) -> JudgeSettings:
