@@ -323,7 +323,7 @@ def test_panel_members_are_asked_at_once_inside_the_one_pool():
     jobs = [schedule.Job.build("panel", panel, 4, lambda i: JudgeRequest(prompt=texts[i]), members),
             job("plain", plain, responses("q", 4))]
     schedule.judge(jobs, "judging", progress=False)
-    assert frozenset({"judge-a", "judge-b"}) in clock.overlap  # one panel request, both members at once
+    assert any({"judge-a", "judge-b"} <= live for live in clock.overlap)  # one panel request, both members at once
     assert any({"judge-c"} < live for live in clock.overlap)  # and the plain task beside it, same pool
     assert [m.stats.calls for m in members] == [4, 4] and plain.stats.calls == 4
     panel.close()
