@@ -18,6 +18,7 @@ from tests.e2e import exact_match_judge, question_of, run_env
 from tests.loopback import ChatCompletionsServer
 
 LM_EVAL = str(Path(os.environ.get("VIRTUAL_ENV", "")) / "bin" / "lm_eval")
+COLUMNS = 200
 _CSI = re.compile(r"\x1b\[(\d*)([A-Za-z])")
 
 
@@ -49,10 +50,15 @@ def screen(raw: str) -> list[str]:
 
 
 def run_on_a_terminal(argv: list[str], env: dict[str, str], timeout: float = 600) -> tuple[int, str]:
+    import fcntl
     import pty
+    import struct
+    import termios
 
     master, slave = pty.openpty()
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=run_env({**env, "COLUMNS": "200"}),
+    # a new pseudo-terminal is 0 columns wide, and tqdm draws a bar as wide as the terminal: nothing at all
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, COLUMNS, 0, 0))
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=run_env({**env, "COLUMNS": str(COLUMNS)}),
                             close_fds=True)
     os.close(slave)
     out, deadline = b"", time.monotonic() + timeout
@@ -124,3 +130,57 @@ def test_a_notice_written_while_a_bar_is_drawn_starts_its_own_line(monkeypatch):
     shown = screen(err.getvalue())
     assert "mathjudge: each generation of the judged tasks is saved in FILE as it finishes" in shown, shown
     assert any(line.startswith("Running generate_until requests: 100%") for line in shown), shown
+
+
+JUDGING = re.compile(r"^(judging[^:]*): (\d+)/(\d+) \|[^|]*\| (\d+) failed, (USD unknown|\d+\.\d{4} USD)(.*)$")
+JUDGE_CONCURRENCY, JUDGE_LATENCY = 4, 0.05
+
+
+def frames(raw: str) -> list[str]:
+    """Every state a line was drawn in, in order (each ``\\r`` or ``\\n`` ends one), escape sequences dropped."""
+    return [_CSI.sub("", frame).rstrip() for frame in re.split(r"[\r\n]", raw) if frame.strip()]
+
+
+def judging_frames(raw: str) -> list[re.Match]:
+    return [m for m in (JUDGING.match(f) for f in frames(raw)) if m]
+
+
+@pytest.mark.e2e
+def test_one_judging_line_from_the_first_streamed_call_with_cached_replies_apart(tmp_path):
+    """A model that takes its time, a judge streaming beside it: the judging line appears while the model still
+    generates, counts every request once up to an exact total, shows failures and spend, a rate no faster than
+    the judge can answer; a second run, all from the cache, counts its replies as cached and shows no rate."""
+    if not Path(LM_EVAL).is_file():
+        pytest.skip("the lm_eval console script of this environment is not found")
+    runs = []
+    with ChatCompletionsServer(model, latency=0.2) as lm, \
+            ChatCompletionsServer(exact_match_judge, latency=JUDGE_LATENCY) as judge:
+        for _ in range(2):
+            runs.append(run_on_a_terminal(
+                [LM_EVAL, "--model", "local-chat-completions", "--model_args",
+                 f"model=loopback-model,base_url={lm.chat_url},num_concurrent=2,max_retries=1", "--apply_chat_template",
+                 "--tasks", "gsm8k_gpt4em", "--limit", "20", "--output_path", str(tmp_path / "out"),
+                 "--metadata", json.dumps({"judge_base_url": judge.url, "judge_concurrency": JUDGE_CONCURRENCY})],
+                {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
+                 "OPENAI_API_KEY": "sk-loopback"}))
+    for code, raw in runs:
+        assert code == 0, "\n".join(screen(raw)[-40:])
+        drawn = frames(raw)
+        lines = judging_frames(raw)
+        assert lines, "no judging line:\n" + "\n".join(drawn[-40:])
+        # the line is drawn while the model generates, before lm-eval's bar is full
+        first = drawn.index(lines[0][0])
+        generated = next(i for i, f in enumerate(drawn) if f.startswith("Requesting API: 100%"))
+        assert first < generated and lines[0][1] == "judging while the model generates"
+        counts = [(int(m[2]), int(m[3])) for m in lines]
+        assert all(done <= total for done, total in counts), counts
+        assert [done for done, _ in counts] == sorted(done for done, _ in counts)  # never counts back
+        assert counts[-1] == (20, 20) and lines[-1][4] == "0" and lines[-1][1] == "judging gsm8k_gpt4em"
+        shown = screen(raw)  # what stays on the screen: the finished line once, right above the cost table
+        finished = [i for i, line in enumerate(shown) if JUDGING.match(line)]
+        assert len(finished) == 1 and shown[finished[0] + 1].startswith("judge cost"), "\n".join(shown[-30:])
+    fresh, again = (judging_frames(raw) for _, raw in runs)
+    rates = [float(r) for m in fresh for r in re.findall(r"([\d.]+) req/s", m[6])]
+    assert rates and max(rates) <= 1.2 * JUDGE_CONCURRENCY / JUDGE_LATENCY, rates  # no faster than the judge answers
+    assert not any("cached" in m[6] for m in fresh)
+    assert again[-1][6].startswith(", 20 cached") and not any("req/s" in m[6] or "ETA" in m[6] for m in again)

@@ -3,7 +3,8 @@
 ``run_bounded`` runs a function over every item with at most ``concurrency``
 calls in flight and returns the results in input order; a stop (``stop.py``)
 ends it with a grace period for the calls in flight. ``progress_bar`` is the bar
-every long wait shows (tqdm on stderr), or a silent stand-in that still counts.
+every long wait shows (tqdm on stderr), or a silent stand-in that still counts; judging draws its own
+line (``progress.Meter``), which the pool is handed instead.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import itertools
 import sys
 import time
+from contextlib import nullcontext
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -24,11 +26,12 @@ WINDOW_PER_WORKER = 4  # items submitted ahead of the workers (each waiting futu
 
 def run_bounded(items: Sequence[T], fn: Callable[[T], R], *, concurrency: int, desc: str,
                 progress: bool = True, unit: str = "req", thread_name: str = "mathjudge",
-                on_bar: Callable[[object], None] | None = None) -> list[R]:
+                on_bar: Callable[[object], None] | None = None, bar: Any = None) -> list[R]:
     """``[fn(item) for item in items]`` with at most ``concurrency`` calls at once, in input order.
 
     ``on_bar`` receives the progress bar before the first call, so callers can show
-    a running summary on it (``set_postfix``).
+    a running summary on it (``set_postfix``). ``bar``: an open bar the caller owns and counts
+    on (the judging line, ``progress.Meter``), used instead of a bar of the pool's own.
     ``fn`` should catch its own errors: one that escapes is re-raised here once
     every call already started has finished, so no paid result is dropped mid-flight.
     A stop (``stop.py``) submits nothing more and cancels what has not started; the calls
@@ -41,10 +44,11 @@ def run_bounded(items: Sequence[T], fn: Callable[[T], R], *, concurrency: int, d
     window = WINDOW_PER_WORKER * workers  # futures alive at once: memory flat in the number of items
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=thread_name)
     try:
-        with progress_bar(len(items), desc, progress, unit) as bar, stop.polling():
+        with (nullcontext(bar) if bar is not None else progress_bar(len(items), desc, progress, unit)) as shown, \
+                stop.polling():
             if on_bar is not None:
-                on_bar(bar)
-            _drive(pool, iter(enumerate(items)), fn, results, window, bar)
+                on_bar(shown)
+            _drive(pool, iter(enumerate(items)), fn, results, window, shown, count=bar is None)
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)  # calls a stop gave up on must not hold the exit up
         raise
@@ -52,7 +56,7 @@ def run_bounded(items: Sequence[T], fn: Callable[[T], R], *, concurrency: int, d
     return results
 
 
-def _drive(pool: ThreadPoolExecutor, todo, fn, results: list, window: int, bar) -> None:
+def _drive(pool: ThreadPoolExecutor, todo, fn, results: list, window: int, bar, count: bool = True) -> None:
     """Submit and collect until every item is done; then raise what escaped ``fn``, or ``Stopped``.
 
     Calls are left running only when a stop's grace ran out.
@@ -82,7 +86,8 @@ def _drive(pool: ThreadPoolExecutor, todo, fn, results: list, window: int, bar) 
                 results[i] = future.result()
             except BaseException as exc:  # noqa: BLE001 - re-raised below, once the calls in flight end
                 error = error or exc
-            bar.update(1)
+            if count:
+                bar.update(1)
     if deadline is not None:
         raise stop.stopped()
     if error is not None:

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 from .. import compat
 from ..calls import stop
+from ..calls.progress import Meter
 from ..core.types import JudgeRequest, clean_text
 from ..cost import budget, spend
 from ..cost.spend import Part
@@ -42,6 +43,7 @@ _LOCK = threading.Lock()
 _STREAMED: dict[str, list[_Target]] = {}  # generation key -> the instances that stream its generations
 # The run's early judge calls: one, once the first generation arrived (None: the budget said no streaming).
 _EARLY: list[schedule.Early | None] = []
+_EXPECTED = [0]  # the judge requests the watched generations will ask, for the judging line's first total
 _FIRST = threading.Lock()  # held while the first streamed generation decides whether the run streams
 
 
@@ -76,6 +78,7 @@ def watch(entry: Entry) -> None:
         for i, key in enumerate(keys):
             if key is not None:  # k samples (repeats): the model reports k generations under one key
                 repeats = entry.instances[i].repeats or 1
+                _EXPECTED[0] += repeats * max(1, len(entry.ensembles))  # a request per filter's view
                 _STREAMED.setdefault(key, []).append(_Target(weakref.ref(entry), i, repeats, repeats, budgeted))
     compat.watch_generations(_arrived)
 
@@ -151,15 +154,29 @@ def _early_calls(judge: Any) -> schedule.Early | None:
             if _EARLY:
                 return _EARLY[0]
         allowed = _within_budget()
+        meter = _line() if allowed else None
         with _LOCK:
             if not allowed:
                 _STREAMED.clear()  # every task is judged by its pass, budget first, as without streaming
                 _EARLY.append(None)
                 return None
-            _EARLY.append(schedule.Early(width([judge])))
+            _EARLY.append(schedule.Early(width([judge]), meter))
             # a stop waits, bounded, for the replies of these calls too: every reply paid for is cached
             stop.guard(EARLY_STOP_KEY, _drain_early)
             return _EARLY[0]
+
+
+def _line() -> Meter:
+    """The run's judging line, from this first streamed call on: the requests the streamed generations will
+    ask (each filter's view of each sample; the pass makes the total exact), the spend of every judge."""
+    with _LOCK:
+        expected = _EXPECTED[0]
+    judged = [e for e in entries.registered() if e.judged and e.judge is not None]
+    clients = list(dict.fromkeys(c for e in judged for c in e.clients))
+    meter = Meter(expected, "judging while the model generates", spend=schedule.spend_of(clients))
+    for entry in judged:
+        entry.judge.set_bar(meter)  # retries are summarised on the line
+    return meter
 
 
 def _within_budget() -> bool:
@@ -227,7 +244,10 @@ def _drain_early() -> None:
 def end_early() -> None:
     """Every streamed generation has been judged or handed to a pass: the early calls' threads go."""
     with _LOCK:
-        if _STREAMED or not _EARLY:
+        if _STREAMED:
+            return
+        _EXPECTED[0] = 0
+        if not _EARLY:
             return
         calls = _EARLY.pop()
     if calls is not None:

@@ -35,11 +35,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..calls import stop
+from ..calls.progress import Meter
 from ..calls.workers import run_bounded
 from ..core.ranks import World, add_up
 from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome, clean_text
-from ..cost.ledger import Ledger
+from ..core.errors import ConfigError
+from ..cost import prices
+from ..cost.ledger import Ledger, tokens_of, usd
 from ..cost.spend import Part
 from .cascade import Cascade
 from .counterfactual import rechecks
@@ -121,18 +124,39 @@ class Early:
 
     ``start`` is called from the model's thread as each generation arrives; the pass ``take``s each
     key's call and waits for its outcome. A stop starts nothing more (``stop.check`` in the worker).
+    ``meter``: the run's judging line, which counts each early call as it finishes (the pass goes on
+    on the same line).
     """
 
-    def __init__(self, width: int):
+    def __init__(self, width: int, meter: Meter | None = None):
         self.width = width
+        self.meter = meter
         self._pool = ThreadPoolExecutor(max_workers=max(1, width), thread_name_prefix="mathjudge-early")
         self._calls: dict[str, Future] = {}
         self._lock = threading.Lock()
+        self.started = 0  # every early call ever started (a taken one stays counted)
 
     def start(self, client: Any, key: str, request: JudgeRequest) -> None:
         with self._lock:
-            if key not in self._calls:
-                self._calls[key] = self._pool.submit(_early_call, client, key, request)
+            if key in self._calls:
+                return
+            call = self._calls[key] = self._pool.submit(_early_call, client, key, request)
+            self.started += 1
+        if self.meter is not None:
+            call.add_done_callback(self._counted)
+
+    def _counted(self, call: Future) -> None:
+        if call.cancelled():  # never started: the pass judges its key (and counts it)
+            return
+        error = call.exception()
+        outcome = call.result() if error is None else None
+        self.meter.finished(cached=outcome is not None and outcome.cached,
+                            failed=outcome is None or bool(outcome.failure))
+
+    def keys(self) -> set[str]:
+        """The keys whose early calls the pass has not taken yet."""
+        with self._lock:
+            return set(self._calls)
 
     def take(self, key: str) -> Future | None:
         with self._lock:
@@ -141,6 +165,8 @@ class Early:
     def close(self) -> None:
         """Cancel calls not started (nothing was paid for them); the ones running finish on their own."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self.meter is not None:
+            self.meter.close()
 
     def drain(self) -> None:
         """A stop: start nothing more, and give the calls in flight ``stop.GRACE_S`` to store their replies."""
@@ -163,10 +189,12 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
     """
     schedule = Schedule(jobs)
     judged = Flights(keep=True)  # a key is judged once in the pass, whichever task asks first
+    meter = _line(jobs, schedule, desc, progress, early)
 
     def one(_slot: int) -> None:
         job, key = schedule.next()
-        if job.error is not None:
+        if job.error is not None:  # the task broke off: its requests are not asked
+            meter.finished(failed=True)
             return
         started = time.monotonic()
         call = early.take(key) if early is not None else None
@@ -182,9 +210,13 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
         except Exception as exc:  # noqa: BLE001 - this task fails alone, when lm-eval reaches it
             log.debug("%s: judging failed", job.name, exc_info=True)
             job.error = job.error or exc
+            if early_call is None:
+                meter.finished(failed=True)
             return
         schedule.done(job, time.monotonic() - started)
         job.outcomes[key] = outcome  # one writer per key: each key is handed out once
+        if early_call is None:  # an early call was counted on the line as it finished
+            meter.finished(cached=outcome.cached, failed=bool(outcome.failure))
 
     lock = threading.Lock()
 
@@ -194,11 +226,45 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
 
     try:
         run_bounded(range(schedule.total), one, concurrency=width(job.client for job in jobs), desc=desc,
-                    progress=progress, on_bar=on_bar)
+                    progress=progress, on_bar=on_bar, bar=meter)
     finally:
+        if early is None or early.meter is not meter:  # the early calls' line is closed with them
+            meter.close()
         for job in jobs:
             job.client.set_bar(None)
             job.client.finish(job.outcomes.values())
+
+
+def _line(jobs: Sequence[Job], schedule: Schedule, desc: str, progress: bool, early: Early | None) -> Meter:
+    """The pass's judging line: the early calls' line, its total now exact (every early call, and each
+    request of the pass that no early call answers), or a line of its own."""
+    spent = spend_of(dict.fromkeys(m for job in jobs for m in job.members))
+    if early is None or early.meter is None:
+        return Meter(schedule.total, desc, progress, spend=spent)
+    meter = early.meter
+    answered = early.keys() & {key for job in jobs for key in job.first_slot}
+    meter.spend = spent
+    meter.expect(early.started + schedule.total - len(answered))
+    meter.reopen(desc)  # the model's bar is gone: the line goes on from the top
+    return meter
+
+
+def spend_of(clients: Iterable[Any]) -> Callable[[], float | None]:
+    """What ``clients`` have spent so far, in USD (None when one of them has no price), for the judging line."""
+    priced = [(client, _price(client.settings)) for client in clients]
+
+    def spent() -> float | None:
+        costs = [(usd(tokens_of(client.stats.usage.copy()), price),
+                  usd(tokens_of(client.stats.batch_usage.copy()), price, batch=True)) for client, price in priced]
+        return None if any(None in pair for pair in costs) else sum(sum(pair) for pair in costs)
+    return spent
+
+
+def _price(settings: Any) -> Any:
+    try:
+        return prices.price_for(settings)
+    except ConfigError:  # a judge_prices the cost table reports; the line says "unknown"
+        return None
 
 
 def _judge_slot(job: Job, key: str) -> Outcome:
