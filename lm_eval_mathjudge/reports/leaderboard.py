@@ -339,7 +339,7 @@ def methods(board: Board) -> str:
     return ("Intervals: Wilson score 95% for per-sample 0/1 metrics, else mean ± 1.96·stderr. "
             f"Δ vs top: paired bootstrap over docs ({board.iters:,} resamples, seed {board.seed}, percentile 95%). "
             "p: exact two-sided McNemar test on the docs where exactly one of the two models is right; for "
-            "per-problem estimates of k samples (k > 1: avg@k, pass@k', maj@k; n counts problems) a two-sided "
+            "per-problem estimates of k samples (k > 1: avg@k, pass@k' for each k' ≤ k, maj@k; n counts problems) a two-sided "
             "sign-flip permutation test on the per-problem values, exact up to 16 differing problems.")
 
 
