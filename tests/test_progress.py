@@ -8,7 +8,6 @@ import threading
 
 import pytest
 
-from lm_eval_mathjudge.calls import progress
 from lm_eval_mathjudge.calls.progress import WINDOW, Meter
 from lm_eval_mathjudge.core.types import JudgeRequest
 from lm_eval_mathjudge.judging import schedule
@@ -28,13 +27,14 @@ class Steps:
 
 def replay(meter: Meter, clock: Steps, events: str) -> None:
     """``events``: one letter per finished request, each after ``clock`` moved: c = a real call 0.1 s after
-    the one before, f = a failed call 0.1 s after, h = a cached reply at once, w = 5 s of silence."""
+    the one before, f = a call answered off-contract 0.1 s after, h = a cached reply at once, n = a request
+    not sent (the endpoint stopped answering) at once, w = 5 s of silence."""
     for event in events:
         if event == "w":
             clock.now += 5
             continue
-        clock.now += {"c": 0.1, "f": 0.1, "h": 0.0}[event]
-        meter.finished(cached=event == "h", failed=event == "f")
+        clock.now += {"c": 0.1, "f": 0.1, "h": 0.0, "n": 0.0}[event]
+        meter.finished(calls=int(event in "cf"), cached=event == "h", failed=event in "fn")
 
 
 # events, total -> rate (req/s, None: no real call yet), ETA (s, None: none shown), words the line shows/omits
@@ -43,6 +43,7 @@ CASES = [
     ("cccccccccc", 100, 10.0, 9.0, ["10.0 req/s", "ETA 00:09"], ["cached"]),
     ("hhhhhcccccccccchhhhh", 100, 10.0, 8.0, ["10 cached", "10.0 req/s", "ETA 00:08"], []),  # cached: no time, no rate
     ("ccccfccccf", 20, 10.0, 1.0, ["2 failed", "ETA 00:01"], []),
+    ("cccccnnnnnnnnnn", 25, 10.0, 1.0, ["10 failed", "10.0 req/s", "ETA 00:01"], ["cached"]),  # not sent: no rate
     ("cccccw", 105, 5 / 5.5, 100 * 5.5 / 5, ["0.9 req/s", "ETA 01:50"], []),  # a stall lowers the rate as time runs
     ("c" * 10, 10, 10.0, 0.0, ["10.0 req/s"], ["ETA"]),  # done: no ETA
 ]
@@ -54,7 +55,7 @@ def test_the_line_counts_real_calls_apart_from_cached_replies(events, total, rat
     meter = Meter(total, "judging", enabled=False, spend=lambda: 0.0123, clock=clock)
     replay(meter, clock, events)
     assert meter.done == len(events.replace("w", ""))
-    assert meter.cached == events.count("h") and meter.failed == events.count("f")
+    assert meter.cached == events.count("h") and meter.failed == events.count("f") + events.count("n")
     assert meter.rate() == (pytest.approx(rate) if rate is not None else None)
     assert meter.eta() == (pytest.approx(eta) if eta is not None else None)
     text = meter.text()
@@ -103,7 +104,7 @@ def test_a_drawn_line_shows_the_counts_and_goes_on_after_reopening(monkeypatch):
     meter.close()
     out = err.getvalue()
     last = out.replace("\r", "\n").strip().splitlines()[-1]
-    assert last.startswith("judging gsm8k_gpt4em: 5/5 |") and "0.5000 USD, 1 cached, " in last, last
+    assert last.startswith("judging gsm8k_gpt4em: 5/5, 0 failed, 0.5000 USD, ") and "1 cached |" in last, last
     assert "it/s" not in out and "req/s]" not in out  # tqdm's own rate never drawn
 
 
@@ -130,28 +131,75 @@ def test_the_pass_counts_each_request_once_and_cached_ones_apart(monkeypatch, tm
     assert (two.total, two.done, two.cached) == (9, 9, 6)
 
 
-def test_early_calls_and_the_pass_share_one_line(monkeypatch):
-    """Calls started while the model generates are counted as they finish; the pass then counts only what no
-    early call answered, and its total becomes exact."""
+def early_calls(judge, texts: list[str], meter: Meter) -> schedule.Early:
+    """Early calls for ``texts``, each finished and counted on ``meter`` before this returns."""
+    early = schedule.Early(4, meter, [judge])
+    for text in texts:
+        early.start(judge, judge.key(JudgeRequest(prompt=text)), JudgeRequest(prompt=text))
+    for call in list(early._calls.values()):  # noqa: SLF001 - the test waits for the calls it started
+        call.result(timeout=30)
+    counted = threading.Event()
+    while meter.tagged[schedule.EARLY] < len(texts):  # each call is counted by its done-callback
+        counted.wait(0.01)
+    return early
+
+
+def test_early_calls_are_counted_as_they_finish_and_the_pass_counts_only_the_rest():
+    """Calls started while the model generates are on the line before the pass (no jump from 0 when it
+    starts); the pass then counts only what no early call answered, and its total becomes exact."""
     texts = responses("p", 10)
     judge = client(Backend("judge", Clock(), em_reply))
-    meter = Meter(12, "judging while the model generates", enabled=False)  # 12: the estimate before the pass
-    early = schedule.Early(4, meter)
-    finished = threading.Semaphore(0)
-    for text in texts[:4]:
-        early.start(judge, judge.key(JudgeRequest(prompt=text)), JudgeRequest(prompt=text))
-    early._pool.submit(finished.release)  # noqa: SLF001 - a marker queued after the four calls
-    finished.acquire(timeout=30)
+    meter = Meter(12, "judging (streamed)", enabled=False)  # 12: the estimate before the pass
+    early = early_calls(judge, texts[:4], meter)
     early.start(judge, judge.key(JudgeRequest(prompt=texts[0])), JudgeRequest(prompt=texts[0]))  # once per key
+    assert (meter.done, meter.total, early.started) == (4, 12, 4) and meter.rate() is not None
     schedule.judge([job("gsm8k_gpt4em", judge, texts)], "judging gsm8k_gpt4em", progress=False, early=early)
     early.close()
-    assert early.started == 4
-    assert (meter.total, meter.done) == (10, 10)
+    assert (meter.total, meter.done) == (10, 10) and meter.tagged[schedule.EARLY] == 4
     assert judge.stats.calls == 10
 
 
+def test_a_second_pass_on_the_same_line_keeps_done_within_the_total():
+    """Two passes on the early calls' line (a task judged by a pass of its own): the second total counts the
+    first pass's requests too."""
+    judge = client(Backend("judge", Clock(), em_reply))
+    meter = Meter(6, "judging (streamed)", enabled=False)
+    early = early_calls(judge, responses("a", 2) + responses("b", 2), meter)
+    for name in ("a", "b"):
+        schedule.judge([job(name, judge, responses(name, 5))], f"judging {name}", progress=False, early=early)
+        assert meter.done <= meter.total
+    assert (meter.done, meter.total) == (10, 10)
+
+
+def test_a_task_that_broke_off_does_not_count_its_early_calls_twice():
+    judge = client(Backend("judge", Clock(), em_reply))
+    meter = Meter(8, "judging (streamed)", enabled=False)
+    texts = responses("p", 8)
+    early = early_calls(judge, texts[:3], meter)
+    broken = job("gsm8k_gpt4em", judge, texts)
+    broken.error = RuntimeError("the task's filters failed")
+    schedule.judge([broken], "judging gsm8k_gpt4em", progress=False, early=early)
+    assert (meter.done, meter.total) == (8, 8)
+    assert meter.failed == 5 and judge.stats.calls == 3  # nothing asked after the break, none counted as a call
+    assert meter.rate() is None  # the pass measured no call of its own: none of the skipped ones is one
+
+
+def test_reopening_measures_the_rate_afresh():
+    """The early calls came at the model's pace; the pass's rate is its own."""
+    clock = Steps()
+    meter = Meter(100, "judging (streamed)", enabled=False, clock=clock)
+    for _ in range(10):
+        clock.now += 1.0
+        meter.finished()
+    meter.reopen("judging gsm8k_gpt4em")
+    assert meter.rate() is None and meter.done == 10
+    replay(meter, clock, "ccccc")
+    assert meter.rate() == pytest.approx(10.0)
+
+
 def test_a_closed_line_still_counts():
-    meter = Meter(2, "judging", enabled=False)
+    clock = Steps()
+    meter = Meter(2, "judging", enabled=False, clock=clock)
     meter.close()
-    meter.finished()
-    assert meter.done == 1 and progress.Meter is Meter
+    replay(meter, clock, "c")
+    assert meter.done == 1 and meter.rate() is not None

@@ -49,7 +49,8 @@ def screen(raw: str) -> list[str]:
     return [line.rstrip() for line in lines]
 
 
-def run_on_a_terminal(argv: list[str], env: dict[str, str], timeout: float = 600) -> tuple[int, str]:
+def run_on_a_terminal(argv: list[str], env: dict[str, str], timeout: float = 600,
+                      columns: int = COLUMNS) -> tuple[int, str]:
     import fcntl
     import pty
     import struct
@@ -57,8 +58,8 @@ def run_on_a_terminal(argv: list[str], env: dict[str, str], timeout: float = 600
 
     master, slave = pty.openpty()
     # a new pseudo-terminal is 0 columns wide, and tqdm draws a bar as wide as the terminal: nothing at all
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, COLUMNS, 0, 0))
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=run_env({**env, "COLUMNS": str(COLUMNS)}),
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=run_env({**env, "COLUMNS": str(columns)}),
                             close_fds=True)
     os.close(slave)
     out, deadline = b"", time.monotonic() + timeout
@@ -132,8 +133,9 @@ def test_a_notice_written_while_a_bar_is_drawn_starts_its_own_line(monkeypatch):
     assert any(line.startswith("Running generate_until requests: 100%") for line in shown), shown
 
 
-JUDGING = re.compile(r"^(judging[^:]*): (\d+)/(\d+) \|[^|]*\| (\d+) failed, (USD unknown|\d+\.\d{4} USD)(.*)$")
+JUDGING = re.compile(r"^(judging[^:]*): (\d+)/(\d+), (\d+) failed, (USD unknown|\d+\.\d{4} USD)(.*)$")
 JUDGE_CONCURRENCY, JUDGE_LATENCY = 4, 0.05
+NARROW = 80  # a terminal as narrow as people use: the counts must fit before the bar
 
 
 def frames(raw: str) -> list[str]:
@@ -147,9 +149,10 @@ def judging_frames(raw: str) -> list[re.Match]:
 
 @pytest.mark.e2e
 def test_one_judging_line_from_the_first_streamed_call_with_cached_replies_apart(tmp_path):
-    """A model that takes its time, a judge streaming beside it: the judging line appears while the model still
-    generates, counts every request once up to an exact total, shows failures and spend, a rate no faster than
-    the judge can answer; a second run, all from the cache, counts its replies as cached and shows no rate."""
+    """A model that takes its time, a judge streaming beside it, an 80-column terminal: the judging line
+    counts requests while the model still generates, counts each once up to an exact total, shows failures,
+    spend and a rate no faster than the judge can answer, fits the width; a second run, all from the
+    cache, counts its replies as cached and shows no rate."""
     if not Path(LM_EVAL).is_file():
         pytest.skip("the lm_eval console script of this environment is not found")
     runs = []
@@ -162,16 +165,18 @@ def test_one_judging_line_from_the_first_streamed_call_with_cached_replies_apart
                  "--tasks", "gsm8k_gpt4em", "--limit", "20", "--output_path", str(tmp_path / "out"),
                  "--metadata", json.dumps({"judge_base_url": judge.url, "judge_concurrency": JUDGE_CONCURRENCY})],
                 {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(tmp_path / "cache"),
-                 "OPENAI_API_KEY": "sk-loopback"}))
+                 "OPENAI_API_KEY": "sk-loopback"}, columns=NARROW))
     for code, raw in runs:
         assert code == 0, "\n".join(screen(raw)[-40:])
         drawn = frames(raw)
         lines = judging_frames(raw)
         assert lines, "no judging line:\n" + "\n".join(drawn[-40:])
-        # the line is drawn while the model generates, before lm-eval's bar is full
-        first = drawn.index(lines[0][0])
+        assert all(len(m[0]) <= NARROW for m in lines)
+        assert [f for f in drawn if f.startswith("judging ")] == [m[0] for m in lines]  # every state drawn whole
+        # requests are counted on the line while the model generates, before lm-eval's bar is full
         generated = next(i for i, f in enumerate(drawn) if f.startswith("Requesting API: 100%"))
-        assert first < generated and lines[0][1] == "judging while the model generates"
+        streamed = [m for m in lines if drawn.index(m[0]) < generated]
+        assert streamed and streamed[0][1] == "judging (streamed)" and max(int(m[2]) for m in streamed) > 0
         counts = [(int(m[2]), int(m[3])) for m in lines]
         assert all(done <= total for done, total in counts), counts
         assert [done for done, _ in counts] == sorted(done for done, _ in counts)  # never counts back
@@ -182,5 +187,5 @@ def test_one_judging_line_from_the_first_streamed_call_with_cached_replies_apart
     fresh, again = (judging_frames(raw) for _, raw in runs)
     rates = [float(r) for m in fresh for r in re.findall(r"([\d.]+) req/s", m[6])]
     assert rates and max(rates) <= 1.2 * JUDGE_CONCURRENCY / JUDGE_LATENCY, rates  # no faster than the judge answers
-    assert not any("cached" in m[6] for m in fresh)
-    assert again[-1][6].startswith(", 20 cached") and not any("req/s" in m[6] or "ETA" in m[6] for m in again)
+    assert any("ETA " in m[6] for m in fresh) and not any("cached" in m[6] for m in fresh)
+    assert "20 cached" in again[-1][6] and not any("req/s" in m[6] or "ETA" in m[6] for m in again)

@@ -1,39 +1,42 @@
 """The judging line: one progress line for a run's judge requests, from the first streamed call to the last.
 
 It shows what a person watching a run needs and nothing it cannot back: requests done of the total,
-failures, the spend so far, the replies taken from the cache (apart: they cost nothing and take no
-time), and a rate and ETA measured on the last ``WINDOW`` real calls only. Before a real call has
+failures, the spend so far, a rate and ETA measured on the last ``WINDOW`` real calls only, and the
+replies that cost no call (the cache: no time, no money) counted apart. Before a real call has
 finished there is no rate, so none is shown; a judge that stalls sees its rate fall as the clock runs
 on, instead of keeping the rate of its last burst.
 
 tqdm draws the line (its own rate and ETA are left out of the format: they count every update, cached
-replies and calls that were started early alike). The clock is injectable, so tests step it.
+replies and calls started early alike). The counts come first and the bar last, so a narrow terminal
+loses bar, then the cached count, never the counts. The clock is injectable, so tests step it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from typing import Any, Callable
 
 WINDOW = 50  # real calls the rate is measured over
-FORMAT = "{desc}: {n_fmt}/{total_fmt} |{bar}| {line}"  # ``line``: ``Meter.text`` (tqdm's postfix adds a comma)
+FORMAT = "{desc}: {n_fmt}/{total_fmt}, {line} |{bar}|"  # ``line``: ``Meter.text`` (tqdm's postfix adds a comma)
 
 
 class Meter:
     """Counts finished judge requests and draws them on one line (or, disabled, only counts).
 
-    ``finished`` is told about each request once: ``cached`` (no call was made for it: the cache, a
-    reply another task or process paid for) or a real call, and whether it ``failed``. ``spend``
-    returns the USD spent so far (None: a judge without a price). ``expect`` revises the total.
+    ``finished`` is told about each request once: how many real ``calls`` it took (0: none, e.g. a
+    reply from the cache, or a request not sent), whether its reply was ``cached``, and whether it
+    ``failed``. ``spend`` returns the USD spent so far (None: a judge without a price). ``expect``
+    revises the total; ``close`` ends the drawing (the counting goes on) and ``reopen`` draws again.
     ``set_postfix``/``set_postfix_str`` add a note after the counts (retries, a stop's countdown).
     """
 
     def __init__(self, total: int, desc: str, enabled: bool = True, *, spend: Callable[[], float | None] | None = None,
                  clock: Callable[[], float] = time.monotonic):
-        self.total, self.desc = total, desc
+        self.total, self.desc, self.enabled = total, desc, enabled
         self.done = self.failed = self.cached = 0
+        self.tagged: Counter[str] = Counter()
         self.spend = spend
         self._clock = clock
         self._started = clock()
@@ -41,43 +44,41 @@ class Meter:
         self._notes: dict[str, Any] = {}
         self._note = ""
         self._lock = threading.Lock()
-        self._bar = _open(total, desc) if enabled else None
-        self._draw(force=True)
+        self._bar = _open(total, desc, 0, self.text()) if enabled else None
 
     # ------------------------------------------------------------------ counting
-    def finished(self, *, cached: bool = False, failed: bool = False) -> None:
+    def finished(self, *, calls: int = 1, cached: bool = False, failed: bool = False, tag: str | None = None) -> None:
+        """One request finished; ``tag`` counts it under a name too (``tagged``), for a caller's totals."""
         with self._lock:
             self.done += 1
+            if tag is not None:
+                self.tagged[tag] += 1
             self.failed += failed
-            if cached:
-                self.cached += 1
-            else:
+            self.cached += cached
+            if calls and not cached:
                 self._calls.append(self._clock())
             self._draw(advance=1)
 
-    def update(self, n: int = 1) -> None:
-        """A pool's count of finished items (each a real call)."""
-        for _ in range(n):
-            self.finished()
-
-    def expect(self, total: int) -> None:
+    def expect(self, total: Callable[[Meter], int] | int) -> None:
+        """The new total, or a function of this meter's counts that gives it (read under the lock, so
+        nothing finishes in between)."""
         with self._lock:
-            self.total = total
+            self.total = total(self) if callable(total) else total
             if self._bar is not None:
-                self._bar.total = total
+                self._bar.total = self.total
             self._draw(force=True)
 
     def reopen(self, desc: str) -> None:
-        """Go on under a new name on a line of its own, the counts kept: a line opened beside another bar
-        (lm-eval's, while the model generates) sits below it, and once that bar is gone, tqdm would keep
-        drawing it one row down, over whatever is printed next."""
+        """Draw again, under a new name and on a line of its own, the counts kept and the rate measured
+        afresh. A line opened beside another bar (lm-eval's, while the model generates) sits below it; once
+        that bar is gone, tqdm would keep drawing it one row down, over whatever is printed next."""
         with self._lock:
             self.desc = desc
+            self._calls.clear()
+            self._started = self._clock()
             if self._bar is not None:
-                self._bar.leave = False
                 self._bar.close()
-                self._bar = _open(self.total, desc, initial=self.done)
-            self._draw(force=True)
+            self._bar = _open(self.total, desc, self.done, self.text()) if self.enabled else None
 
     # ------------------------------------------------------------------ what the line says
     def rate(self) -> float | None:
@@ -101,17 +102,18 @@ class Meter:
         return left / rate if rate else None
 
     def text(self) -> str:
+        """The counts, most important first: a narrow terminal cuts the line from its end."""
         parts = [f"{self.failed} failed"]
-        usd = self.spend() if self.spend is not None else None
         if self.spend is not None:
+            usd = self.spend()
             parts.append("USD unknown" if usd is None else f"{usd:.4f} USD")
-        if self.cached:
-            parts.append(f"{self.cached} cached")
         rate, eta = self.rate(), self.eta()
         if rate is not None:
             parts.append(f"{rate:.1f} req/s")
         if eta is not None and self.done < self.total:
             parts.append(f"ETA {_clock_text(eta)}")
+        if self.cached:
+            parts.append(f"{self.cached} cached")
         notes = ", ".join(f"{k}={v}" for k, v in self._notes.items())
         return ", ".join(parts + [n for n in (notes, self._note) if n])
 
@@ -127,41 +129,40 @@ class Meter:
             self._draw(force=refresh)
 
     def close(self) -> None:
+        """Stop drawing (the line stays on the screen when it is the top one); counting goes on."""
         with self._lock:
             if self._bar is not None:
                 self._draw(force=True)
                 self._bar.close()
                 self._bar = None
 
-    def __enter__(self) -> Meter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _draw(self, advance: int = 0, force: bool = False) -> None:
-        """Called with the lock held: the text is always current; tqdm redraws at its own pace (mininterval)
-        unless ``force``d."""
-        if self._bar is None:
+        """Called with the lock held. The text is built only when tqdm will draw it (its ``mininterval``
+        has passed) or when ``force``d: a pass of 50,000 cached replies builds it a few times a second."""
+        bar = self._bar
+        if bar is None:
             return
-        self._bar.line = self.text()
+        if force or bar._time() - getattr(bar, "last_print_t", 0) >= bar.mininterval:
+            bar.line = self.text()
         if advance:
-            self._bar.update(advance)
+            bar.update(advance)
         elif force:
-            self._bar.refresh()
+            bar.refresh()
 
 
-def _open(total: int, desc: str, initial: int = 0) -> Any:
+def _open(total: int, desc: str, initial: int, text: str) -> Any:
     from tqdm import tqdm  # lazy: a run without a line never imports it
 
     class Line(tqdm):
-        line = ""
+        line = text  # drawn by tqdm's __init__ already
 
         @property
         def format_dict(self) -> dict[str, Any]:
             return {**super().format_dict, "line": self.line}
 
-    return Line(total=total, desc=desc, initial=initial, unit="req", bar_format=FORMAT, dynamic_ncols=True)
+    # leave=None: the finished line stays when it is the top bar, and goes when it was drawn below another
+    return Line(total=total, desc=desc, initial=initial, unit="req", bar_format=FORMAT, dynamic_ncols=True,
+                leave=None)
 
 
 def _clock_text(seconds: float) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..core.errors import ConfigError
 from ..settings.schema import judge_label
@@ -69,6 +69,26 @@ def usd(tokens: Tokens, price: prices.Price | None, batch: bool = False) -> floa
     cached_rate = price.cached_input if price.cached_input is not None and not batch else rates[0]
     return ((tokens.prompt - tokens.cached) * rates[0] + tokens.cached * cached_rate
             + tokens.output * rates[1]) / 1e6
+
+
+def spent_so_far(clients: Iterable[Any]) -> Callable[[], float | None]:
+    """What ``clients`` (judge clients) have spent so far, in USD, online and batch (None when one of them
+    has no price): the judging line's figure, read while their calls go on."""
+    priced = [(client, _price_or_none(client.settings)) for client in clients]
+
+    def spent() -> float | None:
+        costs = [Cost(usd(tokens_of(client.stats.usage.copy()), price),
+                      usd(tokens_of(client.stats.batch_usage.copy()), price, batch=True)).total
+                 for client, price in priced]
+        return None if None in costs else sum(costs)
+    return spent
+
+
+def _price_or_none(settings: Any) -> prices.Price | None:
+    try:
+        return prices.price_for(settings)
+    except ConfigError:  # a judge_prices the cost table reports; the line says "USD unknown"
+        return None
 
 
 def cost_of(usage: Mapping[str, Any] | None, batch_usage: Mapping[str, Any] | None, settings: Any,

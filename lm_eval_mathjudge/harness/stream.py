@@ -29,6 +29,7 @@ from ..calls import stop
 from ..calls.progress import Meter
 from ..core.types import JudgeRequest, clean_text
 from ..cost import budget, spend
+from ..cost.ledger import spent_so_far
 from ..cost.spend import Part
 from ..judging import schedule
 from ..judging.members import width
@@ -75,6 +76,8 @@ def watch(entry: Entry) -> None:
     keys = [compat.generation_key(inst.args) if getattr(inst, "request_type", None) == "generate_until" else None
             for inst in entry.instances]
     with _LOCK:
+        if not _STREAMED and not _EARLY:  # the run's first watched task (an earlier run in this process is over)
+            _EXPECTED[0] = 0
         for i, key in enumerate(keys):
             if key is not None:  # k samples (repeats): the model reports k generations under one key
                 repeats = entry.instances[i].repeats or 1
@@ -154,29 +157,30 @@ def _early_calls(judge: Any) -> schedule.Early | None:
             if _EARLY:
                 return _EARLY[0]
         allowed = _within_budget()
-        meter = _line() if allowed else None
+        meter, clients = _line() if allowed else (None, ())
         with _LOCK:
             if not allowed:
                 _STREAMED.clear()  # every task is judged by its pass, budget first, as without streaming
                 _EARLY.append(None)
                 return None
-            _EARLY.append(schedule.Early(width([judge]), meter))
+            _EARLY.append(schedule.Early(width([judge]), meter, clients))
             # a stop waits, bounded, for the replies of these calls too: every reply paid for is cached
             stop.guard(EARLY_STOP_KEY, _drain_early)
             return _EARLY[0]
 
 
-def _line() -> Meter:
-    """The run's judging line, from this first streamed call on: the requests the streamed generations will
-    ask (each filter's view of each sample; the pass makes the total exact), the spend of every judge."""
+def _line() -> tuple[Meter, list]:
+    """The run's judging line, from this first streamed call on, and the judges whose spend it shows. Its
+    total so far: the requests the watched generations will ask (one per sample and filter); the pass
+    makes it exact."""
     with _LOCK:
         expected = _EXPECTED[0]
     judged = [e for e in entries.registered() if e.judged and e.judge is not None]
     clients = list(dict.fromkeys(c for e in judged for c in e.clients))
-    meter = Meter(expected, "judging while the model generates", spend=schedule.spend_of(clients))
+    meter = Meter(expected, "judging (streamed)", spend=spent_so_far(clients))
     for entry in judged:
         entry.judge.set_bar(meter)  # retries are summarised on the line
-    return meter
+    return meter, clients
 
 
 def _within_budget() -> bool:
@@ -252,4 +256,6 @@ def end_early() -> None:
         calls = _EARLY.pop()
     if calls is not None:
         calls.close()
+        if calls.meter is not None:
+            calls.meter.close()
         stop.release(EARLY_STOP_KEY)

@@ -40,9 +40,7 @@ from ..calls.workers import run_bounded
 from ..core.ranks import World, add_up
 from ..core.redact import redact
 from ..core.types import JudgeRequest, Outcome, clean_text
-from ..core.errors import ConfigError
-from ..cost import prices
-from ..cost.ledger import Ledger, tokens_of, usd
+from ..cost.ledger import Ledger, spent_so_far
 from ..cost.spend import Part
 from .cascade import Cascade
 from .counterfactual import rechecks
@@ -50,6 +48,8 @@ from .flights import Flights, wait_limit
 from .members import width
 
 log = logging.getLogger(__name__)
+
+EARLY = "early"  # the judging line's tag for the calls started while the model generates
 
 
 @dataclass
@@ -125,12 +125,13 @@ class Early:
     ``start`` is called from the model's thread as each generation arrives; the pass ``take``s each
     key's call and waits for its outcome. A stop starts nothing more (``stop.check`` in the worker).
     ``meter``: the run's judging line, which counts each early call as it finishes (the pass goes on
-    on the same line).
+    on the same line); ``clients``: the judges whose spend it shows.
     """
 
-    def __init__(self, width: int, meter: Meter | None = None):
+    def __init__(self, width: int, meter: Meter | None = None, clients: Sequence[Any] = ()):
         self.width = width
         self.meter = meter
+        self.clients = tuple(clients)
         self._pool = ThreadPoolExecutor(max_workers=max(1, width), thread_name_prefix="mathjudge-early")
         self._calls: dict[str, Future] = {}
         self._lock = threading.Lock()
@@ -148,25 +149,25 @@ class Early:
     def _counted(self, call: Future) -> None:
         if call.cancelled():  # never started: the pass judges its key (and counts it)
             return
-        error = call.exception()
-        outcome = call.result() if error is None else None
-        self.meter.finished(cached=outcome is not None and outcome.cached,
-                            failed=outcome is None or bool(outcome.failure))
+        if call.exception() is not None:  # the pass raises it for its task
+            self.meter.finished(calls=0, failed=True, tag=EARLY)
+            return
+        outcome = call.result()
+        self.meter.finished(calls=outcome.calls, cached=outcome.cached, failed=bool(outcome.failure), tag=EARLY)
 
     def keys(self) -> set[str]:
-        """The keys whose early calls the pass has not taken yet."""
+        """The keys whose early calls the pass has not taken yet (and will take: not cancelled)."""
         with self._lock:
-            return set(self._calls)
+            return {key for key, call in self._calls.items() if not call.cancelled()}
 
     def take(self, key: str) -> Future | None:
         with self._lock:
             return self._calls.pop(key, None)
 
     def close(self) -> None:
-        """Cancel calls not started (nothing was paid for them); the ones running finish on their own."""
+        """Cancel calls not started (nothing was paid for them); the ones running finish on their own.
+        (The line is closed by the run, never here: a stop's signal handler calls this.)"""
         self._pool.shutdown(wait=False, cancel_futures=True)
-        if self.meter is not None:
-            self.meter.close()
 
     def drain(self) -> None:
         """A stop: start nothing more, and give the calls in flight ``stop.GRACE_S`` to store their replies."""
@@ -193,13 +194,14 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
 
     def one(_slot: int) -> None:
         job, key = schedule.next()
+        call = early.take(key) if early is not None else None
+        # started as its generation arrived: wait for it (it is counted on the line as it finishes)
+        early_call = call if call is not None and not call.cancelled() else None
         if job.error is not None:  # the task broke off: its requests are not asked
-            meter.finished(failed=True)
+            if early_call is None:
+                meter.finished(calls=0, failed=True)
             return
         started = time.monotonic()
-        call = early.take(key) if early is not None else None
-        # started as its generation arrived: wait for it
-        early_call = call if call is not None and not call.cancelled() else None
         try:
             outcome, shared = judged.run(key, (lambda: early_call.result()) if early_call is not None
                                          else (lambda: _judge_slot(job, key)), _wait_limit(job))
@@ -211,12 +213,12 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
             log.debug("%s: judging failed", job.name, exc_info=True)
             job.error = job.error or exc
             if early_call is None:
-                meter.finished(failed=True)
+                meter.finished(calls=0, failed=True)
             return
         schedule.done(job, time.monotonic() - started)
         job.outcomes[key] = outcome  # one writer per key: each key is handed out once
-        if early_call is None:  # an early call was counted on the line as it finished
-            meter.finished(cached=outcome.cached, failed=bool(outcome.failure))
+        if early_call is None:
+            meter.finished(calls=outcome.calls, cached=outcome.cached, failed=bool(outcome.failure))
 
     lock = threading.Lock()
 
@@ -228,43 +230,27 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
         run_bounded(range(schedule.total), one, concurrency=width(job.client for job in jobs), desc=desc,
                     progress=progress, on_bar=on_bar, bar=meter)
     finally:
-        if early is None or early.meter is not meter:  # the early calls' line is closed with them
-            meter.close()
+        meter.close()  # the cost table comes next; early calls still running go on counting, undrawn
         for job in jobs:
             job.client.set_bar(None)
             job.client.finish(job.outcomes.values())
 
 
 def _line(jobs: Sequence[Job], schedule: Schedule, desc: str, progress: bool, early: Early | None) -> Meter:
-    """The pass's judging line: the early calls' line, its total now exact (every early call, and each
-    request of the pass that no early call answers), or a line of its own."""
-    spent = spend_of(dict.fromkeys(m for job in jobs for m in job.members))
+    """The pass's judging line: the early calls' line drawn again, or a line of its own.
+
+    On the early calls' line the total becomes exact: what it counted besides early calls (an earlier
+    pass's), every early call (counted as each finishes), and each request of this pass that no early
+    call answers."""
+    members = [m for job in jobs for m in job.members]
     if early is None or early.meter is None:
-        return Meter(schedule.total, desc, progress, spend=spent)
+        return Meter(schedule.total, desc, progress, spend=spent_so_far(dict.fromkeys(members)))
     meter = early.meter
     answered = early.keys() & {key for job in jobs for key in job.first_slot}
-    meter.spend = spent
-    meter.expect(early.started + schedule.total - len(answered))
-    meter.reopen(desc)  # the model's bar is gone: the line goes on from the top
+    meter.spend = spent_so_far(dict.fromkeys([*early.clients, *members]))
+    meter.expect(lambda m: m.done - m.tagged[EARLY] + early.started + schedule.total - len(answered))
+    meter.reopen(desc)  # lm-eval's bar is gone: the line goes on at the top
     return meter
-
-
-def spend_of(clients: Iterable[Any]) -> Callable[[], float | None]:
-    """What ``clients`` have spent so far, in USD (None when one of them has no price), for the judging line."""
-    priced = [(client, _price(client.settings)) for client in clients]
-
-    def spent() -> float | None:
-        costs = [(usd(tokens_of(client.stats.usage.copy()), price),
-                  usd(tokens_of(client.stats.batch_usage.copy()), price, batch=True)) for client, price in priced]
-        return None if any(None in pair for pair in costs) else sum(sum(pair) for pair in costs)
-    return spent
-
-
-def _price(settings: Any) -> Any:
-    try:
-        return prices.price_for(settings)
-    except ConfigError:  # a judge_prices the cost table reports; the line says "unknown"
-        return None
 
 
 def _judge_slot(job: Job, key: str) -> Outcome:
