@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, SHARED_DATA, read_jsonl
+from tests._helpers import list_prices
 from tests.e2e import exact_match_judge, question_of, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 
@@ -25,6 +26,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.e2e_versions]  # CacheHook, filters a
 
 TASK = "gsm8k_gpt4em"
 N = 16
+# A loopback judge has no list price: the budget tests price it as a user would (judge_prices=None: unpriced).
+PRICES = list_prices("gpt-4-turbo-2024-04-09", "gpt-4o-2024-08-06")
 GOLD = {r["question"]: r["answer"].split("####")[-1].strip().replace(",", "")
         for r in read_jsonl(SHARED_DATA / "gsm8k" / "test.jsonl")}
 
@@ -40,7 +43,8 @@ def _run(tmp: Path, name: str, model=model, tasks: str = TASK, include: Path | N
              f"model=loopback-model,base_url={lm.chat_url},num_concurrent=2,max_retries=1",
              "--apply_chat_template", "--tasks", tasks, "--limit", str(N),
              *(["--include_path", str(include)] if include else []),
-             "--metadata", json.dumps({"judge_base_url": judge.url, "judge_concurrency": 4, **meta})],
+             "--metadata", json.dumps({k: v for k, v in {"judge_base_url": judge.url, "judge_concurrency": 4,
+                                                         "judge_prices": PRICES, **meta}.items() if v is not None})],
             {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(tmp / name / "cache"),
              "OPENAI_API_KEY": "sk-loopback"}, tmp / name / "out")
         judge_times = [r.time for r in judge.requests if judge.is_model_call(r.method, r.path)]
