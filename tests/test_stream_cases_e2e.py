@@ -100,6 +100,21 @@ def test_a_budget_below_the_estimate_refuses_before_any_judge_call(tmp_path, est
     assert re.search(r"resume with lm_eval (run )?--model mathjudge-replay", result["run"].stderr)
 
 
+def test_a_budget_with_an_unpriced_custom_endpoint_streams_nothing_and_refuses_saying_why(tmp_path):
+    """The streaming worst case and the budget price a loopback judge alike: without judge_prices it has no
+    price, so nothing streams and the budget refuses before any judge call, naming the endpoint."""
+    from lm_eval_mathjudge.core.errors import EXIT_CODES
+
+    result = _run(tmp_path, "unpriced", judge_budget_usd=100, judge_prices=None)
+    text = " ".join(result["run"].stderr.split())
+    assert result["run"].returncode == EXIT_CODES["budget"], text[-3000:]
+    assert result["judge_times"] == [] and "Traceback" not in text
+    assert "judge_stream: judged after generation" in text and "the judge has no price" in text
+    assert "has no price, so the cost cannot be checked against the budget" in text
+    assert re.search(r"served at http://127\.0\.0\.1:\d+/v1, not by its vendor \(api\.openai\.com\)", text)
+    assert "judge_prices" in text
+
+
 class Sampler:
     """A model whose k answers to one question differ: right, wrong, right, ... in the order asked."""
 
