@@ -129,6 +129,8 @@ ENVIRONMENTS = [
     pytest.param("anthropic", None, {"ANTHROPIC_BASE_URL": "https://gw.example.com/v1?key=sk-ant-x"},
                  "https://gw.example.com/v1", id="anthropic-gateway"),
     pytest.param("anthropic", "https://u:sk-secret@127.0.0.1:9/", {}, "https://127.0.0.1:9", id="key-in-the-url"),
+    pytest.param("openai", "https://gw.example.com/sk-canary-path-0123456789/v1", {}, "https://gw.example.com/***/v1",
+                 id="key-in-the-path"),
     pytest.param("anthropic", "http://127.0.0.1:99999", {}, "a URL that does not parse", id="port-out-of-range"),
     pytest.param("local", None, {"OPENAI_BASE_URL": LOOPBACK}, None, id="local-judge"),
 ]

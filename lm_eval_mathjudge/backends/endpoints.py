@@ -30,7 +30,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from .. import vendors
-from ..core.redact import public_url
+from ..core.redact import public_url, redact
 from ..settings.schema import JudgeSettings
 from ..vendors.record import Endpoint
 
@@ -105,7 +105,8 @@ def custom_endpoint(settings: JudgeSettings, environ: Mapping[str, str] | None =
     the local judge. Its list prices hold on its own service only, whatever the model is called.
 
     The URL is the one every rule above starts from: judge_base_url, else the SDK's variable (on Vertex AI
-    too, see ``_gemini``); none means the vendor's default. Shown as ``public_url`` (no key, no query)."""
+    too, see ``_gemini``); none means the vendor's default. Shown as ``public_url`` (no user name, no query)
+    and redacted (a gateway's key in the path): the cost table is printed, not logged through the filter."""
     environ = os.environ if environ is None else environ
     endpoint = _endpoint_of(settings.backend)
     if endpoint is None:
@@ -114,7 +115,7 @@ def custom_endpoint(settings: JudgeSettings, environ: Mapping[str, str] | None =
     if not url or on_hosts(url, endpoint.hosts):
         return None
     try:
-        return public_url(url)
+        return redact(public_url(url))
     except ValueError:  # a port out of range, a broken IPv6 literal: say so, never echo it (it may hold a key)
         return "a URL that does not parse"
 
