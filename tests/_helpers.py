@@ -6,6 +6,7 @@ able to import them by module name.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 # Judge replies as GPT-4-Turbo writes them for the exact-match contract.
@@ -43,6 +44,16 @@ def cache_writer(directory: str, worker: int, rows: int, start, results) -> None
     except Exception as exc:  # noqa: BLE001
         errors.append(f"{type(exc).__name__}: {exc}")
     results.put((worker, written, errors))
+
+
+def list_prices(*models: str) -> str:
+    """judge_prices that give ``models`` their rows of the built-in table. A loopback judge stands in for
+    the vendor, but a custom endpoint has no list price: a test of dollars prices it as a user would."""
+    from lm_eval_mathjudge.cost import prices
+
+    fields = ("input", "output", "batch_input", "batch_output", "cached_input")
+    return json.dumps({model: {name: getattr(prices.lookup(model), name) for name in fields
+                               if getattr(prices.lookup(model), name) is not None} for model in models})
 
 
 def wire_faults(timeout_delay: float) -> list:

@@ -29,6 +29,7 @@ from lm_eval_mathjudge.judging.client import JudgeClient
 from lm_eval_mathjudge.settings.layers import resolve_settings
 from lm_eval_mathjudge.settings.schema import JudgeSettings
 from tests import media_fixtures as fx
+from tests._helpers import list_prices
 from tests.loopback import AnthropicServer
 
 CANARY = "sk-ant-canary-0123456789abcdef"
@@ -116,7 +117,8 @@ def test_usage_with_cache_reads_and_a_thinking_block_is_read_and_priced(server):
     assert outcome.raw_reply.startswith("Error Analysis") and "Compare" not in outcome.raw_reply
     assert dict(outcome.usage) == {"prompt_tokens": 520, "cached_tokens": 100, "completion_tokens": 30,
                                    "total_tokens": 550}
-    cost = ledger.cost_of(outcome.usage, None, settings(server))
+    assert ledger.cost_of(outcome.usage, None, settings(server)).online is None  # a loopback server: no list price
+    cost = ledger.cost_of(outcome.usage, None, settings(server, prices=list_prices(MODEL)))
     assert cost.online == pytest.approx((420 * 3.00 + 100 * 0.30 + 30 * 15.00) / 1e6)  # claude-sonnet-4-6's row
 
 

@@ -12,12 +12,14 @@ import socket
 import pytest
 
 from lm_eval_mathjudge.core.errors import EXIT_CODES
+from tests._helpers import list_prices
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.e2e
 
 REPLAY = REPO / "examples" / "data" / "gsm8k_outputs" / "gpt3_175b_verifier_first100.jsonl"
 DATA = str(REPO / "examples" / "data")
+PRICES = list_prices("gpt-4-turbo-2024-04-09")  # a loopback judge has no list price: given as a user would
 
 
 def _closed_port() -> int:
@@ -50,10 +52,12 @@ def runs(tmp_path_factory):
             "credentials": lambda: _run(tmp, "credentials", {"judge_backend": "openai"}, {}),
             "preflight": lambda: _run(tmp, "preflight", {"judge_base_url": down, "judge_max_retries": 0},
                                       {"OPENAI_API_KEY": CANARY_KEY}),
-            "budget": lambda: _run(tmp, "budget", {"judge_base_url": judge.url, "judge_budget_usd": 1e-6},
+            "budget": lambda: _run(tmp, "budget", {"judge_base_url": judge.url, "judge_budget_usd": 1e-6,
+                                                   "judge_prices": PRICES},
                                    {"OPENAI_API_KEY": CANARY_KEY}),
             # No key and no judge that answers: the dry run needs neither.
-            "dry run": lambda: _run(tmp, "dry", {"judge_base_url": down, "judge_dry_run": True}, {}),
+            "dry run": lambda: _run(tmp, "dry", {"judge_base_url": down, "judge_dry_run": True,
+                                                 "judge_prices": PRICES}, {}),
             # Online (no HF_HUB_OFFLINE), no local data, a hub that does not answer.
             "data": lambda: _run(tmp, "data", {"judge_backend": "local"},
                                  {"MATHJUDGE_DATA_DIR": "", "HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0",

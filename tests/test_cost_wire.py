@@ -4,7 +4,9 @@ The loopback servers answer real GSM8K judge requests with usage blocks the way
 the providers do (OpenAI: reasoning tokens inside completion_tokens, in
 completion_tokens_details; Gemini: thoughtsTokenCount beside candidatesTokenCount).
 The expected dollars are computed from what the servers sent, independently of
-the backends' usage readers; a rerun from the cache costs nothing.
+the backends' usage readers; a rerun from the cache costs nothing. A loopback
+server is a custom endpoint, where no list price holds: the judges are given the
+table's rows as judge_prices, as a user pricing such a server would.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from lm_eval_mathjudge.judging.client import JudgeClient
 from lm_eval_mathjudge.settings.schema import JudgeSettings
 from lm_eval_mathjudge.core.judges import JUDGES
 from lm_eval_mathjudge.calls.retry import RetryPolicy
+from tests._helpers import list_prices
 from tests.conftest import SHARED_DATA, read_jsonl
 from tests.loopback import ChatCompletionsServer, GeminiServer
 from tests.loopback._base import count_words
@@ -84,7 +87,7 @@ def test_openai_reasoning_judge_usage_prices_through_the_sdk(docs, tmp_path):
                                                "completion_tokens_details": {"reasoning_tokens": reasoning}}}
     with ChatCompletionsServer(responder=respond) as server:
         settings = JudgeSettings(backend="openai", model="o4-mini-2025-04-16", base_url=server.url,
-                                 max_tokens=25000, cache_dir=str(tmp_path))
+                                 max_tokens=25000, cache_dir=str(tmp_path), prices=list_prices("o4-mini"))
         requests = [JUDGES["exact_match"].request(doc, response) for doc, response in docs]
 
         def client():
@@ -119,7 +122,7 @@ def test_openai_reasoning_judge_usage_prices_through_the_sdk(docs, tmp_path):
 def test_gemini_thinking_judge_usage_prices_through_the_sdk(docs):
     with GeminiServer(responder=lambda body: {"text": VLM_REPLY, "thoughts": gemini_thoughts(body)}) as server:
         settings = JudgeSettings(backend="gemini", model="gemini-2.5-pro", base_url=server.url, max_tokens=8192,
-                                 cache=False)
+                                 cache=False, prices=list_prices("gemini-2.5-pro"))
         requests = [JUDGES["vlm"].request(doc, response) for doc, response in docs]
         client = JudgeClient(GeminiBackend(settings), JUDGES["vlm"].parse, settings, "vlm-cost-test", None,
                              progress=False)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._helpers import list_prices
 from tests.conftest import write_data_slice
 from tests.e2e import CANARY_KEY, LM_EVAL, TIMEOUT_S, Run, exact_match_judge, run_env
 from tests.loopback import ChatCompletionsServer
@@ -79,7 +80,9 @@ def world(tmp_path_factory):
 
 
 def _args(world: dict, **metadata) -> list[str]:
-    meta = {"judge_base_url": world["judge"].url, "judge_model": "gpt-4o", **metadata}
+    # a loopback judge has no list price: priced as a user would price it, so the budget compares dollars
+    meta = {"judge_base_url": world["judge"].url, "judge_model": "gpt-4o", "judge_prices": list_prices("gpt-4o"),
+            **metadata}
     return ["--model", "hf", "--model_args", f"pretrained={world['model']},dtype=float32",
             "--tasks", TASK, "--batch_size", "1", "--gen_kwargs", "max_gen_toks=8", "--log_samples",
             "--metadata", json.dumps(meta)]

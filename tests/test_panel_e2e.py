@@ -16,6 +16,7 @@ import json
 
 import pytest
 
+from tests._helpers import list_prices
 from tests.conftest import SHARED_DATA, read_jsonl
 from tests.e2e import CANARY_KEY, run_lm_eval
 from tests.loopback import ChatCompletionsServer
@@ -298,7 +299,10 @@ def _prompt(body: dict) -> str:
 
 VENDOR_PANEL = [{"backend": "openai", "model": "judge-yes"}, {"backend": "gemini", "model": "gemini-2.5-pro"},
                 {"backend": "anthropic", "model": "claude-sonnet-4-6"}]
-PRICE = json.dumps({"judge-yes": {"input": 1.0, "output": 2.0}})  # the invented model's price; the others' are built in
+# The invented model's price, and the others' list prices: a loopback server stands in for each vendor, and a
+# judge served elsewhere than its vendor's own service has no list price unless judge_prices gives one.
+PRICE = json.dumps({"judge-yes": {"input": 1.0, "output": 2.0},
+                    **json.loads(list_prices("gemini-2.5-pro", "claude-sonnet-4-6"))})
 VENDOR_LABEL = "panel(majority: openai:judge-yes, gemini:gemini-2.5-pro, anthropic:claude-sonnet-4-6)"
 
 
@@ -361,7 +365,7 @@ def test_a_panel_of_openai_gemini_and_anthropic_judges_runs_end_to_end(replayed,
     claude_member = judge_meta["panel"]["members"][2]
     assert claude_member["backend"] == "anthropic" and claude_member["endpoint"].startswith("http://127.0.0.1:")
     claude_cost = judge_meta["cost"]["judges"]["anthropic:claude-sonnet-4-6"]
-    assert claude_cost["price"]["input"] == 3.0 and claude_cost["usd"] > 0  # its usage, at its list price
+    assert claude_cost["price"]["input"] == 3.0 and claude_cost["usd"] > 0  # its usage, at the list price given
     for path in tmp_path.rglob("*"):
         if path.is_file():
             data = path.read_bytes()

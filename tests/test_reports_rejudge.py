@@ -18,6 +18,7 @@ import pytest
 from lm_eval.utils import get_file_task_name, get_results_filenames, get_sample_results_filenames
 
 from lm_eval_mathjudge.__main__ import main
+from tests._helpers import list_prices
 from tests.conftest import SHARED_DATA, read_jsonl
 from tests.e2e import CANARY_KEY, fenced, run_mathjudge, run_together
 from tests.loopback import ChatCompletionsServer
@@ -207,6 +208,7 @@ def test_rejudge_budget_and_dry_run_messages_name_only_what_rejudge_takes(runs, 
     source = str(runs.samples_file("gpt3-fixed"))
     budget = run_mathjudge(["rejudge", source, "--output_path", str(tmp_path / "b"), "--judge", "openai:gpt-4o",
                             "--metadata", json.dumps({"judge_budget_usd": 1e-6, "judge_preflight": False,
+                                                      "judge_prices": list_prices("gpt-4o"),
                                                       "judge_base_url": "http://127.0.0.1:9/v1"})], env)
     dry = run_mathjudge(["rejudge", source, "--output_path", str(tmp_path / "d"), "--judge", "openai:gpt-4o",
                          "--metadata", json.dumps({"judge_dry_run": True,

@@ -15,6 +15,7 @@ from collections import Counter
 import pytest
 
 from lm_eval_mathjudge.core import data_sets
+from tests._helpers import list_prices
 from tests.conftest import DATASETS, data_rows
 from tests.e2e import CANARY_KEY, run_lm_eval
 from tests.loopback import ChatCompletionsServer
@@ -120,7 +121,9 @@ def test_a_group_judges_in_one_pool_with_the_scores_of_a_task_by_task_run(data_s
 
 @pytest.mark.parametrize("metadata, words, code", [
     ({"judge_dry_run": True}, "dry run (judge_dry_run=true): nothing was sent to any judge", 0),  # not an error
-    ({"judge_budget_usd": 0.000001}, "the judge estimate is above judge_budget_usd=1e-06", 5),  # core/errors.py
+    # a loopback judge has no list price: priced as a user would price it, so the budget compares dollars
+    ({"judge_budget_usd": 0.000001, "judge_prices": list_prices("gpt-4-turbo-2024-04-09")},
+     "the judge estimate is above judge_budget_usd=1e-06", 5),  # core/errors.py
 ])
 def test_dry_run_and_budget_stop_before_any_judge_call(data_slice, tmp_path, metadata, words, code):
     data_dir = data_slice(N)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, SHARED_DATA, read_jsonl
+from tests._helpers import list_prices
 from tests.e2e import exact_match_judge, question_of, run_lm_eval
 from tests.loopback import ChatCompletionsServer
 
@@ -25,6 +26,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.e2e_versions]  # CacheHook, filters a
 
 TASK = "gsm8k_gpt4em"
 N = 16
+# A loopback judge has no list price: the budget tests price it as a user would (judge_prices=None: unpriced).
+PRICES = list_prices("gpt-4-turbo-2024-04-09", "gpt-4o-2024-08-06")
 GOLD = {r["question"]: r["answer"].split("####")[-1].strip().replace(",", "")
         for r in read_jsonl(SHARED_DATA / "gsm8k" / "test.jsonl")}
 
@@ -40,7 +43,8 @@ def _run(tmp: Path, name: str, model=model, tasks: str = TASK, include: Path | N
              f"model=loopback-model,base_url={lm.chat_url},num_concurrent=2,max_retries=1",
              "--apply_chat_template", "--tasks", tasks, "--limit", str(N),
              *(["--include_path", str(include)] if include else []),
-             "--metadata", json.dumps({"judge_base_url": judge.url, "judge_concurrency": 4, **meta})],
+             "--metadata", json.dumps({k: v for k, v in {"judge_base_url": judge.url, "judge_concurrency": 4,
+                                                         "judge_prices": PRICES, **meta}.items() if v is not None})],
             {"MATHJUDGE_DATA_DIR": str(SHARED_DATA), "MATHJUDGE_CACHE_DIR": str(tmp / name / "cache"),
              "OPENAI_API_KEY": "sk-loopback"}, tmp / name / "out")
         judge_times = [r.time for r in judge.requests if judge.is_model_call(r.method, r.path)]
@@ -94,6 +98,21 @@ def test_a_budget_below_the_estimate_refuses_before_any_judge_call(tmp_path, est
     assert "the judge estimate is above judge_budget_usd" in result["run"].stderr
     assert result["judge_times"] == []
     assert re.search(r"resume with lm_eval (run )?--model mathjudge-replay", result["run"].stderr)
+
+
+def test_a_budget_with_an_unpriced_custom_endpoint_streams_nothing_and_refuses_saying_why(tmp_path):
+    """The streaming worst case and the budget price a loopback judge alike: without judge_prices it has no
+    price, so nothing streams and the budget refuses before any judge call, naming the endpoint."""
+    from lm_eval_mathjudge.core.errors import EXIT_CODES
+
+    result = _run(tmp_path, "unpriced", judge_budget_usd=100, judge_prices=None)
+    text = " ".join(result["run"].stderr.split())
+    assert result["run"].returncode == EXIT_CODES["budget"], text[-3000:]
+    assert result["judge_times"] == [] and "Traceback" not in text
+    assert "judge_stream: judged after generation" in text and "the judge has no price" in text
+    assert "has no price, so the cost cannot be checked against the budget" in text
+    assert re.search(r"served at http://127\.0\.0\.1:\d+/v1, not by its vendor \(api\.openai\.com\)", text)
+    assert "judge_prices" in text
 
 
 class Sampler:

@@ -18,15 +18,19 @@ second, and a rerun answered from the cache never needs them.
   (``... at <URL>`` when a base URL on a Google host replaces the regional one);
   else the Developer API at the base URL given, GOOGLE_GEMINI_BASE_URL, or
   generativelanguage.googleapis.com.
+
+``custom_endpoint`` says when that URL is not on the vendor's own hosts (``Endpoint.hosts``): the
+list prices do not hold there.
 """
 
 from __future__ import annotations
 
 import os
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 from .. import vendors
-from ..core.redact import public_url
+from ..core.redact import public_url, redact
 from ..settings.schema import JudgeSettings
 from ..vendors.record import Endpoint
 
@@ -93,6 +97,47 @@ def recorded_endpoint(settings: JudgeSettings, environ: Mapping[str, str] | None
         return f"{_vertex_name(project, location)} at {public_url(custom)}" if google_host else public_url(custom)
     url = settings.base_url or environ.get(endpoint.variable or "")
     return public_url(url) if url else None
+
+
+def custom_endpoint(settings: JudgeSettings, environ: Mapping[str, str] | None = None) -> str | None:
+    """Where a judge's requests go when that is not its vendor's own service (the record's ``hosts``): a
+    local vLLM, a gateway, another provider speaking the protocol; None on the vendor's service and for
+    the local judge. Its list prices hold on its own service only, whatever the model is called.
+
+    The URL is the one every rule above starts from: judge_base_url, else the SDK's variable (on Vertex AI
+    too, see ``_gemini``); none means the vendor's default. Shown as ``public_url`` (no user name, no query)
+    and redacted (a gateway's key in the path): the cost table is printed, not logged through the filter."""
+    environ = os.environ if environ is None else environ
+    endpoint = _endpoint_of(settings.backend)
+    if endpoint is None:
+        return None
+    url = getattr(settings, "base_url", None) or (environ.get(endpoint.variable) if endpoint.variable else None)
+    if not url or on_hosts(url, endpoint.hosts):
+        return None
+    try:
+        return redact(public_url(url))
+    except ValueError:  # a port out of range, a broken IPv6 literal: say so, never echo it (it may hold a key)
+        return "a URL that does not parse"
+
+
+def on_hosts(url: str, hosts: tuple[str, ...]) -> bool:
+    """Whether ``url`` is an http(s) URL on one of ``hosts`` or a subdomain of one (on a dot boundary).
+
+    Read strictly, since parsers disagree on odd URLs: with a user name (``https://api.openai.com@10.0.0.1/``
+    goes to 10.0.0.1), a backslash, a space or a control character anywhere, the URL is not the vendor's;
+    the host is compared in lower case, whole (``api.openai.com.example`` and ``evilapi.openai.com`` are not
+    ``api.openai.com``; a percent-escaped or look-alike host matches nothing)."""
+    if "\\" in url or any(c.isspace() or not c.isprintable() for c in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return False
+    if parts.scheme.lower() not in ("http", "https") or "@" in parts.netloc:
+        return False
+    host = host[:-1] if host.endswith(".") else host  # the root's dot: the same name
+    return any(host == domain or host.endswith("." + domain) for domain in hosts)
 
 
 def gemini_client_endpoint(api_client: Any, base_url: str | None) -> str:

@@ -71,7 +71,8 @@ NEXT_STEPS = {
                    "rerun, or choose another judge backend",
     "preflight": "check the endpoint, the key and the model the message names; judge_preflight=false skips "
                  "this check (a dry run never needs it)",
-    "budget": "raise judge_budget_usd, judge fewer samples or choose a cheaper judge, then rerun; nothing was sent",
+    "budget": "raise judge_budget_usd, judge fewer samples or choose a cheaper judge (a judge without a price: "
+              "give it with judge_prices), then rerun; nothing was sent",
     "data": "set MATHJUDGE_DATA_DIR to a local copy (<dataset>/test.jsonl), or HF_HUB_OFFLINE=1 and "
             "HF_DATASETS_OFFLINE=1 when the Hugging Face cache already holds the data",
     "version": "install a supported lm-eval (the message names them) in this environment",

@@ -52,11 +52,13 @@ def check_budget(estimate: Estimate, settings_list: Iterable[Any], saved: str | 
     if budget is None:
         return
     if estimate.unpriced:
+        # the estimate already gives the line to write for a judge whose endpoint is why
+        covered = set(estimate.unpriced) <= {judge for judge, _ in estimate.because}
+        example = "" if covered else f" (e.g. {prices.OVERRIDE_EXAMPLE})"
         raise BudgetExceeded(
             f"judge_budget_usd={budget:g} is set, but {', '.join(estimate.unpriced)} has no price, so the cost "
             f"cannot be checked against the budget: {describe(estimate)}. Nothing was sent. Add the price with "
-            f"judge_prices (e.g. {prices.OVERRIDE_EXAMPLE}) or remove judge_budget_usd, then rerun."
-            + _saved(saved), estimate, budget)
+            f"judge_prices{example} or remove judge_budget_usd, then rerun." + _saved(saved), estimate, budget)
     if estimate.usd > budget:
         raise BudgetExceeded(
             f"the judge estimate is above judge_budget_usd={budget:g}: {describe(estimate)}. Nothing was sent. "

@@ -12,7 +12,7 @@
   (judge prompts are mostly distinct), so the estimate errs high there.
 
 A judge without a price (``prices.py``) has usd None: shown as "unknown" and
-named, never replaced by a guess.
+named, never replaced by a guess, with the reason when it is the endpoint (``because``).
 """
 
 from __future__ import annotations
@@ -45,13 +45,14 @@ class Estimate:
     usd: float | None
     usd_max: float | None
     unpriced: tuple[str, ...] = ()  # judges without a price (their calls are in the token counts only)
+    because: tuple[tuple[str, str], ...] = ()  # (judge, why it has no price) where its endpoint is why
     # The expected cost at each mode's prices, whichever mode is set (the dry run shows both to choose from);
     # None when that mode has no price for some judge.
     usd_online: float | None = None
     usd_batch: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "unpriced": list(self.unpriced)}
+        return {**asdict(self), "unpriced": list(self.unpriced), "because": dict(self.because)}
 
 
 def estimate(requests: Iterable[JudgeRequest], settings: Any, *, judge: str | None = None, task: str = "",
@@ -91,10 +92,12 @@ def estimate(requests: Iterable[JudgeRequest], settings: Any, *, judge: str | No
         usd += (tokens * rates[0] + reply * rates[1]) / 1e6
         usd_max += (tokens * rates[0] + ceiling * rates[1]) / 1e6
     label = judge_label(settings)
+    because = prices.unpriced_because(settings) if unpriced and price is None else None
     return Estimate(task=task, judge=label, mode=settings.mode, requests=n, cached=cached, prompt_tokens=prompt,
                     completion_tokens=completion, completion_tokens_max=n * ceiling,
                     usd=None if unpriced else usd, usd_max=None if unpriced else usd_max,
-                    unpriced=(label,) if unpriced else (), usd_online=by_mode[False], usd_batch=by_mode[True])
+                    unpriced=(label,) if unpriced else (), because=((label, because),) if because else (),
+                    usd_online=by_mode[False], usd_batch=by_mode[True])
 
 
 def contract_of(request: JudgeRequest) -> str:
@@ -116,7 +119,8 @@ def combine(estimates: Sequence[Estimate], task: str = "all tasks") -> Estimate:
                     completion_tokens_max=sum(e.completion_tokens_max for e in estimates),
                     usd=sum(e.usd for e in priced) if priced or not unpriced else None,
                     usd_max=sum(e.usd_max for e in priced) if priced or not unpriced else None,
-                    unpriced=unpriced, usd_online=_sum_known(e.usd_online for e in estimates),
+                    unpriced=unpriced, because=tuple(dict.fromkeys(b for e in estimates for b in e.because)),
+                    usd_online=_sum_known(e.usd_online for e in estimates),
                     usd_batch=_sum_known(e.usd_batch for e in estimates))
 
 
@@ -140,9 +144,11 @@ def describe(estimate: Estimate) -> str:
         money = f"about ${estimate.usd:,.2f} (at most ${estimate.usd_max:,.2f} if every reply used max_tokens)"
     text = (f"{estimate.requests:,} judge call(s) ({estimate.cached:,} more answered by the cache, free), "
             f"~{estimate.prompt_tokens:,} prompt and ~{estimate.completion_tokens:,} completion tokens, {money}")
-    if estimate.unpriced:
-        text += f"; no price for {', '.join(estimate.unpriced)} (add it with judge_prices, e.g. " \
-                f"{prices.OVERRIDE_EXAMPLE})"
+    because = dict(estimate.because)
+    plain = [judge for judge in estimate.unpriced if judge not in because]
+    if plain:
+        text += f"; no price for {', '.join(plain)} (add it with judge_prices, e.g. {prices.OVERRIDE_EXAMPLE})"
+    text += "".join(f"; no price for {judge}: {why}" for judge, why in because.items())
     return text + f" [{estimate.mode} prices as of {prices.PRICES_AS_OF}]"
 
 
@@ -165,4 +171,5 @@ def format_estimates(estimates: Sequence[Estimate]) -> str:
              head, "-" * len(head), *map(line, estimates), "-" * len(head), line(replace(total, task="total"))]
     if total.unpriced:
         lines.append(f"no price for {', '.join(total.unpriced)}: left out of the USD sums; add it with judge_prices")
+        lines += [f"{judge}: {why}" for judge, why in dict(total.because).items()]
     return "\n".join(lines)

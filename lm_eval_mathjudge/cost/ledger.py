@@ -8,7 +8,8 @@ cached-input rate when a backend records it. Replies that came from a batch job
 are recorded apart (``batch_usage``) and billed at batch rates.
 
 A model without a price (``prices.py``) has cost None: shown as "unknown",
-listed by name, never replaced by a guess.
+listed by name, never replaced by a guess; when its endpoint is why (a judge
+not served by its vendor), the table and the block say so, once per judge.
 """
 
 from __future__ import annotations
@@ -161,6 +162,7 @@ class Ledger:
         self._rows: dict[str, dict[str, Row]] = {}
         self._prices: dict[str, prices.Price | None] = {}
         self._problems: dict[str, str] = {}  # judge -> why its price could not be read
+        self._because: dict[str, str] = {}  # judge -> why it has no price (a custom endpoint)
 
     def record(self, task: str, settings: Any, *, requests: int = 0, calls: int = 0, cached: int = 0,
                failed: int = 0, usage: Mapping[str, Any] | None = None,
@@ -171,6 +173,7 @@ class Ledger:
             price, problem = prices.price_for(settings), None
         except ConfigError as exc:
             price, problem = None, str(exc)
+        because = prices.unpriced_because(settings) if price is None and problem is None else None
         online, batched = tokens_of(usage), tokens_of(batch_usage)
         both = online + batched
         label = judge_label(settings)
@@ -184,6 +187,8 @@ class Ledger:
             self._prices[label] = price
             if problem:
                 self._problems[label] = problem
+            if because:
+                self._because[label] = because
         return row
 
     def record_stats(self, task: str, settings: Any, stats: Any, *, failed: int | None = None) -> Row:
@@ -212,17 +217,17 @@ class Ledger:
     def as_dict(self) -> dict[str, Any]:
         """The run's cost block for the results file (JSON-able)."""
         with self._lock:
-            tasks, problems = list(self._rows), dict(self._problems)
+            tasks, problems, because = list(self._rows), dict(self._problems), dict(self._because)
         total = self.total()
         return {"currency": "USD", "prices_as_of": prices.PRICES_AS_OF,
                 "note": "list prices from the built-in table unless overridden (judge_prices); check them",
                 "tasks": {t: self.task_dict(t) for t in tasks}, "total": total.as_dict(),
-                "unpriced": list(total.unpriced), "price_errors": problems}
+                "unpriced": list(total.unpriced), "unpriced_because": because, "price_errors": problems}
 
     def table(self) -> str:
         """A fixed-width table: one line per task and a total."""
         with self._lock:
-            tasks, problems = list(self._rows), dict(self._problems)
+            tasks, notes = list(self._rows), {**self._because, **self._problems}
         lines = [f"judge cost (USD; list prices as of {prices.PRICES_AS_OF}, override with judge_prices)",
                  _HEADER, "-" * len(_HEADER)]
         lines += [_line(task, self.task_row(task)) for task in tasks]
@@ -233,7 +238,7 @@ class Ledger:
         if total.unpriced:
             lines.append(f"no price for {', '.join(total.unpriced)}: their USD is left out of the sums; add them "
                          "with judge_prices")
-        lines += [f"{label}: {problem}" for label, problem in problems.items()]
+        lines += [f"{label}: {note}" for label, note in notes.items()]
         return "\n".join(lines)
 
 

@@ -23,17 +23,22 @@ Billing rules the table encodes:
   below them except for long videos.
 
 A model with no row here and no override has no price: its cost is None
-("unknown"), never a guess. The local judge (math-verify) costs 0.
+("unknown"), never a guess. So has a judge at a custom endpoint (a local vLLM, a
+gateway: ``endpoints.custom_endpoint``) unless an override prices it: the table
+holds each vendor's own prices, whatever a model is called elsewhere. The local
+judge (math-verify) costs 0.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import fields, replace
 from typing import Any, Mapping
 
 from .. import vendors
+from ..backends.endpoints import custom_endpoint
 from ..core import jsontext
 from ..core.errors import ConfigError
 from ..core.jsontext import shown
@@ -70,10 +75,10 @@ def normalise(model: str) -> str:
     return name
 
 
-def lookup(model: str, overrides: Mapping[str, Price] | None = None) -> Price | None:
-    """The price of ``model``: an override first, then its own row, then its undated row; else None."""
+def lookup(model: str, overrides: Mapping[str, Price] | None = None, *, listed: bool = True) -> Price | None:
+    """The price of ``model``: an override first, then (``listed``) its own row, then its undated row; else None."""
     name = normalise(model)
-    for table in (overrides or {}, TABLE):
+    for table in (overrides or {}, TABLE) if listed else (overrides or {},):
         for candidate in _candidates(name):
             if candidate in table:
                 return table[candidate]
@@ -91,15 +96,27 @@ def _candidates(name: str) -> list[str]:
 
 
 def price_for(settings: Any, overrides: Mapping[str, Price] | None = None) -> Price | None:
-    """The price of a judge's settings (``backend``, ``model``, ``prices``); None when unknown.
+    """The price of a judge's settings (``backend``, ``model``, ``base_url``, ``prices``); None when unknown.
 
-    ``overrides`` (already loaded) saves reading the ``prices`` setting again.
+    At a custom endpoint only an override prices it. ``overrides`` (already loaded) saves reading the
+    ``prices`` setting again.
     """
     if settings.backend == LOCAL_BACKEND:
         return LOCAL_PRICE
     if overrides is None:
         overrides = load_overrides(getattr(settings, "prices", None))
-    return lookup(settings.model, overrides)
+    return lookup(settings.model, overrides, listed=custom_endpoint(settings) is None)
+
+
+def unpriced_because(settings: Any) -> str | None:
+    """Why a judge without a price has none, when the model's name is not the reason: its endpoint."""
+    url = custom_endpoint(settings)
+    if url is None:
+        return None
+    hosts = ", ".join(vendors.get(settings.backend).endpoint.hosts)
+    example = json.dumps({normalise(settings.model): {"input": 0, "output": 0}})
+    return (f"served at {url}, not by its vendor ({hosts}), so no list price applies; give its price with "
+            f"judge_prices, e.g. {example} for a server of your own")
 
 
 # ---------------------------------------------------------------------- overrides

@@ -129,7 +129,8 @@ SETTINGS: tuple[Setting, ...] = (
             "refuse to start judging when the run's estimate is above this many US dollars", 25),
     Setting("prices", Text("give a JSON object or a file, or remove the setting",
                            "a JSON object, or the path of a `.json`/`.yaml` file holding one", objects=True), None,
-            "overrides rows of the price table ([prices](scale.md#prices))",
+            "overrides rows of the price table, and prices a judge served elsewhere than its vendor's own service "
+            "(a local vLLM, a gateway), which has no list price ([prices](scale.md#prices))",
             {"my-finetune": {"input": 1.0, "output": 4.0}}),
     Setting("max_reply_bytes", Whole(MIN_REPLY_BYTES, MAX_REPLY_BYTES, says="{label}={value} must be between {lo} and "
                                      "{hi} (bytes of one reply; unset: sized from max_tokens)"), None,

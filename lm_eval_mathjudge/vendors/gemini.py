@@ -74,7 +74,8 @@ GEMINI = Vendor(
         + " for Vertex AI", "GEMINI_API_KEY / GOOGLE_API_KEY, or the Vertex AI credentials and project",
         keys=("GEMINI_API_KEY", "GOOGLE_API_KEY")),
     env_prefixes=("GEMINI_", "GOOGLE_"),
-    endpoint=Endpoint("GOOGLE_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com", rule="gemini"),
+    endpoint=Endpoint("GOOGLE_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com", rule="gemini",
+                      hosts=("googleapis.com",)),  # the Gemini API and Vertex AI (aiplatform, regional)
     judges={"exact_match": JudgeDefault(DEFAULT_MODEL, THINKING_MAX_TOKENS),
             "vlm": JudgeDefault(DEFAULT_MODEL, THINKING_MAX_TOKENS)},
     expected_thinking=expected_thinking, aliases=moving, prices=PRICES, prices_as_of=PRICES_AS_OF, undated=undated,

@@ -103,7 +103,8 @@ OPENAI = Vendor(
                             "export OPENAI_API_KEY=... (OPENAI_BASE_URL=... for a compatible server; one that checks "
                             "no key, such as a local vLLM, accepts any value, e.g. EMPTY)",
                             "the API key variable (OPENAI_API_KEY)", keys=("OPENAI_API_KEY",)),
-    env_prefixes=("OPENAI_",), endpoint=Endpoint("OPENAI_BASE_URL", "https://api.openai.com/v1", rule="openai"),
+    env_prefixes=("OPENAI_",), endpoint=Endpoint("OPENAI_BASE_URL", "https://api.openai.com/v1", rule="openai",
+                                               hosts=("api.openai.com",)),  # eu.api.openai.com too
     judges=_JUDGES, thinks=is_reasoning_model, thinking_room=REASONING_MAX_TOKENS,
     expected_thinking=expected_thinking, aliases=moving, prices=PRICES, prices_as_of=PRICES_AS_OF, undated=undated,
     model_prefixes=("openai/",), image_tokens=image_tokens, preflight="GET <base>/models/<model>")
@@ -114,7 +115,10 @@ AZURE = Vendor(
                             "export AZURE_OPENAI_API_KEY=..., AZURE_OPENAI_ENDPOINT=... and OPENAI_API_VERSION=...",
                             "the API key variable (AZURE_OPENAI_API_KEY, or AZURE_OPENAI_AD_TOKEN)",
                             keys=("AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN")),
-    env_prefixes=("AZURE_OPENAI_", "OPENAI_"), endpoint=Endpoint("AZURE_OPENAI_ENDPOINT", None, rule="azure"),
+    env_prefixes=("AZURE_OPENAI_", "OPENAI_"), endpoint=Endpoint(
+        "AZURE_OPENAI_ENDPOINT", None, rule="azure",
+        # a resource's hosts in Azure's public cloud (the sovereign clouds sell at other prices)
+        hosts=("openai.azure.com", "cognitiveservices.azure.com", "services.ai.azure.com")),
     judges=_JUDGES, thinks=is_reasoning_model, thinking_room=REASONING_MAX_TOKENS,
     expected_thinking=expected_thinking,
     aliases=None,  # a deployment name is the user's own; its version is the deployment's

@@ -30,10 +30,13 @@ class Endpoint:
     """Where requests go when judge_base_url does not say: the SDK's ``variable``, else ``default``.
 
     ``rule``: "plain" is exactly that (the URL without a trailing slash); another name is a rule of its
-    own in ``backends/endpoints.py`` (the OpenAI SDK's URL form, Azure's path, Gemini's Vertex AI)."""
+    own in ``backends/endpoints.py`` (the OpenAI SDK's URL form, Azure's path, Gemini's Vertex AI).
+    ``hosts``: the vendor's own service, these domains and their subdomains; the list prices hold there
+    only (a compatible server elsewhere, such as a local vLLM, bills what its owner says)."""
     variable: str | None = None
     default: str | None = None
     rule: str = "plain"
+    hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
