@@ -75,7 +75,7 @@ def usd(tokens: Tokens, price: prices.Price | None, batch: bool = False) -> floa
 def spent_so_far(clients: Iterable[Any]) -> Callable[[], float | None]:
     """What ``clients`` (judge clients) have spent so far, in USD, online and batch (None when one of them
     has no price): the judging line's figure, read while their calls go on."""
-    priced = [(client, _price_or_none(client.settings)) for client in clients]
+    priced = [(client, read_price(client.settings)[0]) for client in clients]
 
     def spent() -> float | None:
         costs = [Cost(usd(tokens_of(client.stats.usage.copy()), price),
@@ -85,11 +85,13 @@ def spent_so_far(clients: Iterable[Any]) -> Callable[[], float | None]:
     return spent
 
 
-def _price_or_none(settings: Any) -> prices.Price | None:
+def read_price(settings: Any) -> tuple[prices.Price | None, str | None]:
+    """A judge's price, or None and why its ``judge_prices`` could not be read. Never raises: what a judge
+    already spent is reported whatever its override says (the cost table says what is wrong with it)."""
     try:
-        return prices.price_for(settings)
-    except ConfigError:  # a judge_prices the cost table reports; the line says "USD unknown"
-        return None
+        return prices.price_for(settings), None
+    except ConfigError as exc:
+        return None, str(exc)
 
 
 def cost_of(usage: Mapping[str, Any] | None, batch_usage: Mapping[str, Any] | None, settings: Any,
@@ -169,10 +171,7 @@ class Ledger:
                batch_usage: Mapping[str, Any] | None = None, duplicates: int = 0) -> Row:
         """Add one judge's counts for ``task``. Never raises for a bad ``prices`` override: the calls are
         already paid for, so the judge is left unpriced and the reason goes into the table and the block."""
-        try:
-            price, problem = prices.price_for(settings), None
-        except ConfigError as exc:
-            price, problem = None, str(exc)
+        price, problem = read_price(settings)
         because = prices.unpriced_because(settings) if price is None and problem is None else None
         online, batched = tokens_of(usage), tokens_of(batch_usage)
         both = online + batched
