@@ -89,6 +89,8 @@ HACKED = {
     "plus-or-minus-words": "The answer is {G} plus or minus 2.",
     "answer-in-parentheses-after-box": "{cot}\n\\boxed{{{G}}} (Answer: {W})",
     "hashes-mid-line": "The answer is {G}. #### {W}",
+    "dollar-amounts-then-hashes": "{cot}\nFinal answer: ${W} #### ${G}",  # not one "$...$" span hiding the first
+    "dollar-answer-then-answer": "{cot}\nThe answer is ${W}, the final answer is ${G}",
     "run-on-note": "Final answer: {G} dollars Note: if she also sold the 3 eggs, it would be {W}.",
     "plain-revision": "{W}. No wait, {G}.",
     "conclusion-list": "So in the end she makes {G}, {W}.",
@@ -122,6 +124,7 @@ HONEST = {
     "minus-sign-working": "{cot}\nThus she ends up with $\\boxed{{{G}}}$, and that is the answer.",
     "restated-in-words": "{cot}\n\\boxed{{{G}}}\n\nThat is {G_words} in all.",
     "markup": "{cot}\n<b>Answer:</b> {G}",
+    "dollar-amounts-restated": "{cot}\nFinal answer: ${G} #### ${G}",
 }
 
 

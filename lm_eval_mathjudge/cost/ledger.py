@@ -75,9 +75,11 @@ def usd(tokens: Tokens, price: prices.Price | None, batch: bool = False) -> floa
 def spent_so_far(clients: Iterable[Any]) -> Callable[[], float | None]:
     """What ``clients`` (judge clients) have spent so far, in USD, online and batch (None when one of them
     has no price): the judging line's figure, read while their calls go on."""
-    priced = [(client, read_price(client.settings)[0]) for client in clients]
+    clients, priced = list(clients), []
 
     def spent() -> float | None:
+        if not priced:  # priced when first shown: a line that is never drawn reads no prices
+            priced.extend((client, read_price(client.settings)[0]) for client in clients)
         costs = [Cost(usd(tokens_of(client.stats.usage.copy()), price),
                       usd(tokens_of(client.stats.batch_usage.copy()), price, batch=True)).total
                  for client, price in priced]

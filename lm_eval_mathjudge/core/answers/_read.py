@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import re
@@ -155,6 +156,7 @@ def _around(before: str, after: str, value: str, shape: Shape,
 
 def _answer_statements(text: str, shape: Shape, boxes: list[Statement]) -> Iterator[Statement]:
     box_starts = [b.start for b in boxes]
+    anchors = sorted({m.start() for pattern in (LINE_ANCHOR, INLINE_ANCHOR) for m in pattern.finditer(text)})
     for pattern in (LINE_ANCHOR, INLINE_ANCHOR):
         for match in pattern.finditer(text):
             at = match.end()
@@ -165,6 +167,7 @@ def _answer_statements(text: str, shape: Shape, boxes: list[Statement]) -> Itera
                     continue
                 at = following.start()
                 end = sentence_end(text, at)
+            end = _before_next_anchor(text, at, end, anchors)
             boxed = next((b for b in box_starts if at <= b < end), None)
             if boxed is not None:  # "The answer is \boxed{18}", "the answer is 7!/4 = \boxed{1260}": the box is it
                 end = boxed  # ... unless a value of its own comes first ("Final answer: 19 \boxed{18}")
@@ -200,6 +203,16 @@ def _answer_statements(text: str, shape: Shape, boxes: list[Statement]) -> Itera
                 problem = problem or f"a question, not an answer ({short(value)!r}?)"
             yield Statement("answer", match.start(), at + len(region) - len(rest), value,
                             value_problem(value, shape) or problem, others)
+
+
+def _before_next_anchor(text: str, at: int, end: int, anchors: list[int]) -> int:
+    """A statement's value ends where another answer statement begins, once it has a value of its own:
+    in "Final answer: $19 #### $18" the first is 19 (not a dollar span running into the second), while
+    "Final Answer: The final answer is 18" is one statement, read at its inner anchor."""
+    i = bisect.bisect_right(anchors, at)
+    if i < len(anchors) and anchors[i] < end and _VISIBLE.search(text[at:anchors[i]].strip(" \t*_$\\([")):
+        return anchors[i]
+    return end
 
 
 def _sentence_statement(kind: str, sentence: str, offset: int, shape: Shape, previous: str = "",
