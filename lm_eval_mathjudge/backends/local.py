@@ -41,7 +41,7 @@ from ..core.errors import ConfigError, FatalJudgeError, JudgeRefusal
 from ..core.types import JudgeRequest, Reply
 from ..settings.schema import JudgeSettings
 
-LOCAL_JUDGE_VERSION = 4  # bump when the answer policy or the reply wording changes (part of cache keys)
+LOCAL_JUDGE_VERSION = 5  # bump when the answer policy or the reply wording changes (part of cache keys)
 ITEM_TIME_LIMIT = 10.0  # seconds for one comparison; math-verify's own defaults are 5 s per stage
 START_TIME_LIMIT = 120.0  # seconds for a worker to import math-verify (slow disks, busy machines)
 WORKER_MODULE = "lm_eval_mathjudge.backends.local_worker"
