@@ -80,8 +80,7 @@ def spent_so_far(clients: Iterable[Any]) -> Callable[[], float | None]:
     def spent() -> float | None:
         if not priced:  # priced when first shown: a line that is never drawn reads no prices
             priced.extend((client, read_price(client.settings)[0]) for client in clients)
-        costs = [Cost(usd(tokens_of(client.stats.usage.copy()), price),
-                      usd(tokens_of(client.stats.batch_usage.copy()), price, batch=True)).total
+        costs = [cost_at(client.stats.usage.copy(), client.stats.batch_usage.copy(), price).total
                  for client, price in priced]
         return None if None in costs else sum(costs)
     return spent
@@ -99,7 +98,12 @@ def read_price(settings: Any) -> tuple[prices.Price | None, str | None]:
 def cost_of(usage: Mapping[str, Any] | None, batch_usage: Mapping[str, Any] | None, settings: Any,
             overrides: Mapping[str, prices.Price] | None = None) -> Cost:
     """USD of the online replies (``usage``) and of the batch replies (``batch_usage``) of one judge."""
-    price = prices.price_for(settings, overrides)
+    return cost_at(usage, batch_usage, prices.price_for(settings, overrides))
+
+
+def cost_at(usage: Mapping[str, Any] | None, batch_usage: Mapping[str, Any] | None,
+            price: prices.Price | None) -> Cost:
+    """USD of online and batch usage at one judge's ``price`` (None: unknown)."""
     return Cost(online=usd(tokens_of(usage), price), batch=usd(tokens_of(batch_usage), price, batch=True))
 
 

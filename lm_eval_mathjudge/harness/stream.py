@@ -76,7 +76,7 @@ def watch(entry: Entry) -> None:
     keys = [compat.generation_key(inst.args) if getattr(inst, "request_type", None) == "generate_until" else None
             for inst in entry.instances]
     with _LOCK:
-        if not _STREAMED and not _EARLY:  # the run's first watched task (an earlier run in this process is over)
+        if not _STREAMED and not _EARLY:  # the run's first watched task: a count of an earlier run is over
             _EXPECTED[0] = 0
         for i, key in enumerate(keys):
             if key is not None:  # k samples (repeats): the model reports k generations under one key
@@ -248,10 +248,7 @@ def _drain_early() -> None:
 def end_early() -> None:
     """Every streamed generation has been judged or handed to a pass: the early calls' threads go."""
     with _LOCK:
-        if _STREAMED:
-            return
-        _EXPECTED[0] = 0
-        if not _EARLY:
+        if _STREAMED or not _EARLY:
             return
         calls = _EARLY.pop()
     if calls is not None:

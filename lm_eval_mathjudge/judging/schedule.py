@@ -149,11 +149,8 @@ class Early:
     def _counted(self, call: Future) -> None:
         if call.cancelled():  # never started: the pass judges its key (and counts it)
             return
-        if call.exception() is not None:  # the pass raises it for its task
-            self.meter.finished(calls=0, failed=True, tag=EARLY)
-            return
-        outcome = call.result()
-        self.meter.finished(calls=outcome.calls, cached=outcome.cached, failed=bool(outcome.failure), tag=EARLY)
+        # an error is raised by the pass, for its task
+        counted(self.meter, call.result() if call.exception() is None else None, tag=EARLY)
 
     def keys(self) -> set[str]:
         """The keys whose early calls the pass has not taken yet (and will take: not cancelled)."""
@@ -175,6 +172,15 @@ class Early:
         with self._lock:
             running = [call for call in self._calls.values() if not call.done()]
         wait(running, timeout=stop.GRACE_S)
+
+
+def counted(meter: Meter, outcome: Outcome | None, tag: str | None = None) -> None:
+    """A request finished, on the judging line: its real calls, cached or not, failed or not (None: it ended
+    without an outcome, no call counted: an error, or a task that broke off)."""
+    if outcome is None:
+        meter.finished(calls=0, failed=True, tag=tag)
+    else:
+        meter.finished(calls=outcome.calls, cached=outcome.cached, failed=bool(outcome.failure), tag=tag)
 
 
 def _early_call(client: Any, key: str, request: JudgeRequest) -> Outcome:
@@ -199,7 +205,7 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
         early_call = call if call is not None and not call.cancelled() else None
         if job.error is not None:  # the task broke off: its requests are not asked
             if early_call is None:
-                meter.finished(calls=0, failed=True)
+                counted(meter, None)
             return
         started = time.monotonic()
         try:
@@ -213,12 +219,12 @@ def judge(jobs: Sequence[Job], desc: str, progress: bool = True, early: Early | 
             log.debug("%s: judging failed", job.name, exc_info=True)
             job.error = job.error or exc
             if early_call is None:
-                meter.finished(calls=0, failed=True)
+                counted(meter, None)
             return
         schedule.done(job, time.monotonic() - started)
         job.outcomes[key] = outcome  # one writer per key: each key is handed out once
-        if early_call is None:
-            meter.finished(calls=outcome.calls, cached=outcome.cached, failed=bool(outcome.failure))
+        if early_call is None:  # an early call was counted as it finished
+            counted(meter, outcome)
 
     lock = threading.Lock()
 
